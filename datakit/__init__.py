@@ -1,0 +1,52 @@
+"""datakit: pack image folders into LMDB or MongoDB and load them into PyTorch.
+
+The public names are imported on first use, so ``import datakit`` (and the
+``datakit`` command) stays fast and does not import torch until a dataset or a
+loader is needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "convert": "datakit.convert",
+    "ConversionReport": "datakit.convert",
+    "inspect": "datakit.inspect",
+    "StoreDataset": "datakit.datasets",
+    "LMDBDataset": "datakit.datasets",
+    "MongoDataset": "datakit.datasets",
+    "DataLoader": "datakit.loader.dataloader",
+    "get_worker_info": "datakit.loader.worker",
+    "default_collate": "datakit.loader.collate",
+    "default_convert": "datakit.loader.collate",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__", "errors", "samplers"])
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from datakit.convert import ConversionReport, convert
+    from datakit.datasets import LMDBDataset, MongoDataset, StoreDataset
+    from datakit.inspect import inspect
+    from datakit.loader.collate import default_collate, default_convert
+    from datakit.loader.dataloader import DataLoader
+    from datakit.loader.worker import get_worker_info
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("errors", "samplers"):
+        return importlib.import_module(f"datakit.{name}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'datakit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
