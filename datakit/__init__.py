@@ -14,9 +14,9 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "convert": "datakit.convert",
-    "ConversionReport": "datakit.convert",
-    "inspect": "datakit.inspect",
+    "convert": "datakit.conversion",
+    "ConversionReport": "datakit.conversion",
+    "inspect": "datakit.inspection",
     "StoreDataset": "datakit.datasets",
     "LMDBDataset": "datakit.datasets",
     "MongoDataset": "datakit.datasets",
@@ -29,9 +29,9 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted([*_EXPORTS, "__version__", "errors", "samplers"])
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from datakit.convert import ConversionReport, convert
+    from datakit.conversion import ConversionReport, convert
     from datakit.datasets import LMDBDataset, MongoDataset, StoreDataset
-    from datakit.inspect import inspect
+    from datakit.inspection import inspect
     from datakit.loader.collate import default_collate, default_convert
     from datakit.loader.dataloader import DataLoader
     from datakit.loader.worker import get_worker_info

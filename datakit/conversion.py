@@ -1,0 +1,337 @@
+"""The conversion pipeline: an image folder in, a complete store out.
+
+The pipeline is a chain of small stages::
+
+    scan_folder ─► drop what a resumed store already holds
+                ─► read_images   (a process pool reads, verifies, encodes records)
+                ─► number        (assigns consecutive indices, collects skipped files)
+                ─► commit        (batches go to the backend's writer, durably)
+                ─► finish        (labels + manifest, the store becomes complete)
+
+A bad file is skipped and reported by name, never fatal. Every commit is
+durable and carries the running totals, so a conversion killed at any moment
+leaves a store that readers refuse as incomplete and that ``resume=True``
+completes with every image exactly once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from typing import Any, Literal
+
+import numpy as np
+
+from datakit.errors import ConversionError, DestinationExistsError
+from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
+from datakit.manifest import Manifest, Stats
+from datakit.records import PayloadKind, encode_record
+from datakit.source import SourceEntry, scan_folder
+from datakit.stores import resolve_store
+from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter
+
+__all__ = ["convert", "ConversionReport", "SkippedFile", "ProgressCallback"]
+
+ProgressCallback = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` after each source file is handled."""
+
+_CHUNK = 16  # source files per task sent to a reader process
+_COMMIT_RECORDS = 512
+_COMMIT_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A source file that was not stored, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did.
+
+    Attributes:
+        source: the image folder.
+        destination: the store.
+        written: records written by this run.
+        total: records in the store when the run ended.
+        resumed_from: records the store already held when the run started.
+        skipped: files that could not be stored, each with its reason.
+        ignored: files that are not images by extension, or outside any class folder.
+        empty_classes: class folders without any image.
+        bytes_written: payload bytes written by this run.
+        seconds: wall time of the run.
+        complete: whether the store ended complete (it does unless interrupted).
+    """
+
+    source: str
+    destination: str
+    written: int = 0
+    total: int = 0
+    resumed_from: int = 0
+    skipped: list[SkippedFile] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    empty_classes: list[str] = field(default_factory=list)
+    bytes_written: int = 0
+    seconds: float = 0.0
+    complete: bool = False
+
+    @property
+    def images_per_second(self) -> float:
+        return self.written / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["images_per_second"] = round(self.images_per_second, 1)
+        return data
+
+
+@dataclass(frozen=True)
+class _ReadOptions:
+    """Everything a reader process needs, sent once when it starts."""
+
+    root: str
+    kind: PayloadKind
+    verify: bool
+    max_pixels: int
+
+
+@dataclass(frozen=True)
+class _ReadOutcome:
+    entry: SourceEntry
+    record: bytes | None = None
+    image_format: str = ""
+    width: int = 0
+    height: int = 0
+    payload_bytes: int = 0
+    error: str = ""
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    collection: str | None = None,
+    database: str | None = None,
+    workers: int | None = None,
+    verify: bool = True,
+    format: Literal["encoded", "raw"] = "encoded",
+    resume: bool = False,
+    overwrite: bool = False,
+    strict: bool = False,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: ProgressCallback | None = None,
+) -> ConversionReport:
+    """Pack the image folder ``src`` into the store ``dest``.
+
+    Args:
+        src: a folder laid out as ``src/<class>/**/<image>``.
+        dest: a filesystem path (LMDB) or a ``mongodb://`` URI.
+        collection: the MongoDB collection (default: the name of ``src``).
+        database: the MongoDB database, when the URI names none.
+        workers: reader processes (default: the CPU count); 1 reads in-process.
+        verify: decode every image fully, not only its header.
+        format: ``"encoded"`` keeps each file's bytes untouched; ``"raw"``
+            stores decoded RGB pixels, which cost more space and no decoding.
+        resume: continue an interrupted conversion of ``src`` into ``dest``
+            (starts a new one when ``dest`` does not exist).
+        overwrite: replace a store already at ``dest``.
+        strict: raise :class:`ConversionError` after finishing when any file
+            was skipped.
+        max_pixels: skip images with more pixels than this.
+        progress: called as ``progress(done, total)`` while converting.
+
+    Returns:
+        A :class:`ConversionReport`.
+
+    Raises:
+        SourceError: ``src`` is missing or holds no image.
+        DestinationExistsError: ``dest`` exists and neither ``resume`` nor
+            ``overwrite`` was given.
+        ConversionError: with ``strict``, when files were skipped; or when a
+            resumed store was converted with other settings.
+    """
+    if resume and overwrite:
+        raise ValueError("resume and overwrite exclude each other: choose one")
+    if format not in ("encoded", "raw"):
+        raise ValueError(f"format must be 'encoded' or 'raw', not {format!r}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    started = time.perf_counter()
+    folder = scan_folder(src)
+    if collection is None and str(dest).startswith(("mongodb://", "mongodb+srv://")):
+        collection = os.path.basename(folder.root.rstrip(os.sep))
+    options = {key: value for key, value in (("collection", collection), ("database", database))
+               if value is not None}
+    spec = resolve_store(dest, **options)
+    kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
+    settings = ConversionSettings(folder.root, folder.classes, kind.label)
+    report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
+                              empty_classes=folder.empty_classes())
+
+    with spec.open_writer() as writer:
+        state = _prepare_destination(writer, settings, resume=resume, overwrite=overwrite)
+        if state is None:  # resumed a store that is already complete
+            report.complete = True
+            report.seconds = time.perf_counter() - started
+            return report
+        done = set(state.sources)
+        pending = [entry for entry in folder.entries if entry.path not in done]
+        report.resumed_from = state.stats.length
+        read_options = _ReadOptions(folder.root, kind, verify, max_pixels)
+        outcomes = _read_images(pending, read_options, workers or os.cpu_count() or 1)
+        if progress is not None:
+            outcomes = _reporting(outcomes, progress, len(pending))
+        labels = list(state.labels)
+        records = _number(outcomes, state.stats, labels, report)
+        for batch in _batches(records):
+            writer.commit(batch, state.stats)
+        manifest = Manifest(classes=folder.classes, payload_kind=kind.label, stats=state.stats,
+                            skipped=len(report.skipped), source=folder.root)
+        writer.finish(manifest, np.asarray(labels, dtype=np.int64))
+    report.total = state.stats.length
+    report.complete = True
+    report.seconds = time.perf_counter() - started
+    if strict and report.skipped:
+        raise ConversionError(
+            f"{len(report.skipped)} file(s) were skipped (the store is complete without them): "
+            + "; ".join(f"{item.path}: {item.reason}" for item in report.skipped[:5])
+        )
+    return report
+
+
+def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, *,
+                         resume: bool, overwrite: bool) -> CommittedState | None:
+    """Create, replace or reopen the destination; ``None`` when nothing is left to do."""
+    if writer.exists():
+        if overwrite:
+            writer.remove()
+        elif resume:
+            if writer.is_complete():
+                return None
+            state = writer.committed_state()
+            _check_resumable(state.settings, settings, writer.spec.describe())
+            return state
+        else:
+            raise DestinationExistsError(_exists_message(writer))
+    writer.create(settings)
+    return CommittedState(settings, Stats(class_counts=[0] * len(settings.classes)))
+
+
+def _exists_message(writer: StoreWriter) -> str:
+    where = writer.spec.describe()
+    if writer.is_complete():
+        return f"{where} already holds a store; pass --overwrite to replace it"
+    if writer.is_store():
+        return (f"{where} holds an interrupted conversion; pass --resume to finish it, "
+                "or --overwrite to start again")
+    return f"{where} already exists and is not a datakit store; choose another destination"
+
+
+def _check_resumable(stored: ConversionSettings, wanted: ConversionSettings, where: str) -> None:
+    if stored.payload_kind != wanted.payload_kind:
+        raise ConversionError(
+            f"{where} was started with --format {stored.payload_kind}; resume with the same "
+            "format, or start again with --overwrite"
+        )
+    if stored.classes != wanted.classes:
+        raise ConversionError(
+            f"{where} was started from a folder with classes {stored.classes}, but "
+            f"{wanted.source} has {wanted.classes}; resume from the same folder, "
+            "or start again with --overwrite"
+        )
+
+
+def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
+                 workers: int) -> Iterator[_ReadOutcome]:
+    """Read and encode ``entries`` in order, with up to ``workers`` processes."""
+    chunks = (list(entries[start:start + _CHUNK]) for start in range(0, len(entries), _CHUNK))
+    if workers == 1 or len(entries) <= _CHUNK:
+        for chunk in chunks:
+            yield from _read_chunk(chunk, options)
+        return
+    context = multiprocessing.get_context()
+    with context.Pool(workers, initializer=_init_reader, initargs=(options,)) as pool:
+        # A bounded window of chunks in flight keeps memory flat on huge folders.
+        window = deque(pool.apply_async(_read_chunk_in_worker, (chunk,))
+                       for chunk in islice(chunks, 4 * workers))
+        while window:
+            outcomes = window.popleft().get()
+            for chunk in islice(chunks, 1):
+                window.append(pool.apply_async(_read_chunk_in_worker, (chunk,)))
+            yield from outcomes
+
+
+_worker_options: _ReadOptions | None = None
+
+
+def _init_reader(options: _ReadOptions) -> None:
+    global _worker_options
+    _worker_options = options
+
+
+def _read_chunk_in_worker(chunk: list[SourceEntry]) -> list[_ReadOutcome]:
+    assert _worker_options is not None, "reader process started without options"
+    return _read_chunk(chunk, _worker_options)
+
+
+def _read_chunk(chunk: Iterable[SourceEntry], options: _ReadOptions) -> list[_ReadOutcome]:
+    return [_read_one(entry, options) for entry in chunk]
+
+
+def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
+    path = os.path.join(options.root, *entry.path.split("/"))
+    try:
+        image = read_source_image(path, kind=options.kind, verify=options.verify,
+                                  max_pixels=options.max_pixels)
+    except BadImage as exc:
+        return _ReadOutcome(entry, error=str(exc))
+    record = encode_record(image.payload, kind=image.kind, label=entry.label, width=image.width,
+                           height=image.height, channels=image.channels)
+    return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
+                        len(image.payload))
+
+
+def _reporting(outcomes: Iterable[_ReadOutcome], progress: ProgressCallback,
+               total: int) -> Iterator[_ReadOutcome]:
+    progress(0, total)
+    for done, outcome in enumerate(outcomes, 1):
+        yield outcome
+        progress(done, total)
+
+
+def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
+            report: ConversionReport) -> Iterator[PendingRecord]:
+    """Give each good image the next index; collect the bad ones in the report."""
+    for outcome in outcomes:
+        entry = outcome.entry
+        if outcome.record is None:
+            report.skipped.append(SkippedFile(entry.path, outcome.error))
+            continue
+        index = stats.length
+        stats.add(entry.label, outcome.payload_bytes, outcome.image_format, outcome.width, outcome.height)
+        labels.append(entry.label)
+        report.written += 1
+        report.bytes_written += outcome.payload_bytes
+        yield PendingRecord(index, entry.path, entry.label, outcome.record)
+
+
+def _batches(records: Iterable[PendingRecord]) -> Iterator[list[PendingRecord]]:
+    """Group records into commits of bounded count and size."""
+    batch: list[PendingRecord] = []
+    size = 0
+    for record in records:
+        batch.append(record)
+        size += len(record.data)
+        if len(batch) >= _COMMIT_RECORDS or size >= _COMMIT_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch

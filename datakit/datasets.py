@@ -1,0 +1,201 @@
+"""Map-style datasets over datakit stores.
+
+A dataset holds a :class:`~datakit.stores.base.StoreSpec`, never an open
+handle: each process opens its own reader on first use and again whenever it
+finds itself in a new process (``os.getpid()`` changed), so a dataset touched
+in the parent is still safe in ``fork``-ed workers, and pickles cleanly for
+``spawn``. The manifest and the label table are read once, in the process
+that builds the dataset, and travel with it.
+
+Both :class:`datakit.DataLoader` and ``torch.utils.data.DataLoader`` call
+``__getitems__`` with a whole batch of indices, which is one read
+transaction (LMDB) or one query (MongoDB) per batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from datakit.errors import CorruptRecordError
+from datakit.images import record_to_array, record_to_pil
+from datakit.manifest import Manifest, record_key
+from datakit.records import Record, decode_record
+from datakit.stores import resolve_store
+from datakit.stores.base import StoreReader, StoreSpec
+
+__all__ = ["Output", "StoreDataset", "LMDBDataset", "MongoDataset"]
+
+Output = Literal["pil", "numpy", "tensor", "bytes"]
+_OUTPUTS = ("pil", "numpy", "tensor", "bytes")
+
+
+class StoreDataset(Dataset[tuple[Any, Any]]):
+    """A dataset of ``(sample, label)`` pairs read from any datakit store.
+
+    Args:
+        store: a :class:`StoreSpec`, or a location that
+            :func:`datakit.stores.resolve_store` understands.
+        transform: applied to each sample after decoding.
+        target_transform: applied to each label.
+        output: what a sample is before ``transform``: ``"pil"`` (an RGB PIL
+            image), ``"numpy"`` (an ``(H, W, 3)`` uint8 array), ``"tensor"``
+            (a ``(3, H, W)`` uint8 tensor) or ``"bytes"`` (the stored payload:
+            the original file, or raw pixels for ``--format raw`` stores).
+
+    Attributes:
+        classes: class names; a label indexes this list.
+        class_to_idx: class name to label.
+        targets: every sample's label, as an int64 numpy array (one array
+            rather than a list of ints, so worker processes share it instead
+            of copying it page by page as reference counts change).
+        manifest: the store's :class:`~datakit.manifest.Manifest`.
+    """
+
+    def __init__(
+        self,
+        store: StoreSpec | str | os.PathLike[str],
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        output: Output = "pil",
+        **store_options: Any,
+    ) -> None:
+        if output not in _OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}, not {output!r}")
+        self.spec = resolve_store(store, **store_options)
+        self.transform = transform
+        self.target_transform = target_transform
+        self.output: Output = output
+        with self.spec.open_reader() as reader:
+            self.manifest: Manifest = reader.manifest
+            self.targets: np.ndarray = reader.labels()
+        self.classes: list[str] = list(self.manifest.classes)
+        self.class_to_idx: dict[str, int] = {name: label for label, name in enumerate(self.classes)}
+        self._reader: StoreReader | None = None
+        self._reader_pid: int | None = None
+
+    def __len__(self) -> int:
+        return self.manifest.length
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+        """Read a whole batch in one round trip to the store."""
+        positions = [self._check_index(index) for index in indices]
+        raw = self._open_reader().get_many(positions)
+        return [self._sample(position, data) for position, data in zip(positions, raw)]
+
+    def _check_index(self, index: int) -> int:
+        length = len(self)
+        position = int(index)
+        if position < 0:
+            position += length
+        if not 0 <= position < length:
+            raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
+        return position
+
+    def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
+        key = record_key(position)
+        record = decode_record(data, key)
+        sample = self._decode(record, key)
+        label: Any = record.header.label
+        if self.transform is not None:
+            sample = self.transform(sample)
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return sample, label
+
+    def _decode(self, record: Record, key: str) -> Any:
+        if self.output == "bytes":
+            return bytes(record.payload)
+        try:
+            if self.output == "pil":
+                return record_to_pil(record)
+            array = record_to_array(record)
+        except Exception as exc:  # the checksum held, but Pillow cannot decode the payload
+            raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
+        if self.output == "tensor":
+            return torch.from_numpy(array).permute(2, 0, 1)
+        return array
+
+    def _open_reader(self) -> StoreReader:
+        pid = os.getpid()
+        if self._reader is None or self._reader_pid != pid:
+            # A reader inherited through fork belongs to the parent: drop it
+            # without closing, since closing could disturb the parent's handle.
+            self._reader = self.spec.open_reader()
+            self._reader_pid = pid
+        return self._reader
+
+    def close(self) -> None:
+        """Close this process's connection; the next read reopens it."""
+        if self._reader is not None and self._reader_pid == os.getpid():
+            self._reader.close()
+        self._reader = None
+        self._reader_pid = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_reader"] = None
+        state["_reader_pid"] = None
+        return state
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
+                f"{len(self.classes)} classes, output={self.output!r})")
+
+
+class LMDBDataset(StoreDataset):
+    """A :class:`StoreDataset` over an LMDB store written by ``datakit convert``.
+
+    Args:
+        path: the store's directory.
+        transform, target_transform, output: as for :class:`StoreDataset`.
+
+    Example::
+
+        >>> dataset = LMDBDataset("train.lmdb", output="tensor")  # doctest: +SKIP
+        >>> image, label = dataset[0]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        output: Output = "pil",
+    ) -> None:
+        from datakit.stores.lmdb import make_spec
+
+        super().__init__(make_spec(os.fspath(path)), transform, target_transform, output)
+
+
+class MongoDataset(StoreDataset):
+    """A :class:`StoreDataset` over a MongoDB collection written by ``datakit convert``.
+
+    Args:
+        uri: a ``mongodb://`` or ``mongodb+srv://`` URI.
+        collection: the collection holding the samples.
+        database: the database, when the URI names none.
+        transform, target_transform, output: as for :class:`StoreDataset`.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        collection: str,
+        database: str | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        output: Output = "pil",
+    ) -> None:
+        from datakit.stores.mongo import make_spec
+
+        super().__init__(make_spec(uri, collection=collection, database=database),
+                         transform, target_transform, output)

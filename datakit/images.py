@@ -1,0 +1,128 @@
+"""Reading images safely: checks for conversion, decoding for datasets.
+
+Conversion treats every source file as untrusted. :func:`read_source_image`
+either returns the bytes to store, or raises :class:`BadImage` with a reason
+a person can act on; a broken file never stops a conversion. Pillow's
+decompression-bomb warning is promoted to an error so a tiny file that
+inflates to gigabytes is skipped rather than decoded.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from datakit.records import PayloadKind, Record
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "BadImage",
+    "SourceImage",
+    "read_source_image",
+    "record_to_pil",
+    "record_to_array",
+]
+
+DEFAULT_MAX_PIXELS = 89_478_485
+"""Pillow's own default limit (``Image.MAX_IMAGE_PIXELS``), fixed here so every
+worker process applies the same limit whatever the parent changed."""
+
+
+class BadImage(Exception):
+    """A source file that cannot be stored; the message says why."""
+
+
+@dataclass(frozen=True)
+class SourceImage:
+    """What conversion stores for one image.
+
+    Attributes:
+        payload: the bytes to store (the file itself, or raw RGB pixels).
+        kind: which of the two ``payload`` is.
+        width, height, channels: the geometry; for ``ENCODED`` payloads,
+            ``channels`` is the number of bands of the file's own mode.
+        image_format: Pillow's name of the file format (``"JPEG"``, ``"PNG"``).
+    """
+
+    payload: bytes
+    kind: PayloadKind
+    width: int
+    height: int
+    channels: int
+    image_format: str
+
+
+def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
+                      max_pixels: int = DEFAULT_MAX_PIXELS) -> SourceImage:
+    """Read one source file and check it is an image.
+
+    Args:
+        path: the file.
+        kind: store the file's bytes (``ENCODED``) or decoded RGB pixels (``RAW``).
+        verify: decode the whole image, not only its header. Always done for ``RAW``.
+        max_pixels: refuse images with more pixels than this.
+
+    Raises:
+        BadImage: the file is unreadable, empty, not an image, truncated,
+            corrupt or too large.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise BadImage(f"unreadable: {exc.strerror or exc}") from None
+    if not data:
+        raise BadImage("empty file (0 bytes)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+                if width * height > max_pixels:
+                    raise BadImage(f"{width}x{height} exceeds the limit of {max_pixels} pixels "
+                                   "(a possible decompression bomb)")
+                image_format = image.format or "unknown"
+                channels = len(image.getbands())
+                if kind is PayloadKind.RAW:
+                    pixels = np.asarray(image.convert("RGB"))
+                    return SourceImage(pixels.tobytes(), kind, width, height, 3, image_format)
+                if verify:
+                    image.load()
+    except BadImage:
+        raise
+    except Image.DecompressionBombWarning as exc:
+        raise BadImage(f"possible decompression bomb: {exc}") from None
+    except Exception as exc:  # Pillow raises many types for hostile input
+        raise BadImage(_describe(exc)) from None
+    return SourceImage(data, kind, width, height, channels, image_format)
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, Image.UnidentifiedImageError):
+        return "not an image Pillow can identify"
+    message = str(exc) or type(exc).__name__
+    if "truncated" in message:
+        return f"truncated image ({message})"
+    return f"cannot decode: {message}"
+
+
+def record_to_pil(record: Record) -> Image.Image:
+    """The record's image as an RGB PIL image."""
+    header = record.header
+    if header.kind is PayloadKind.RAW:
+        return Image.fromarray(record_to_array(record))
+    with Image.open(io.BytesIO(record.payload)) as image:
+        return image.convert("RGB")
+
+
+def record_to_array(record: Record) -> np.ndarray:
+    """The record's image as an ``(H, W, 3)`` uint8 array (a fresh copy)."""
+    header = record.header
+    if header.kind is PayloadKind.RAW:
+        flat = np.frombuffer(record.payload, dtype=np.uint8)
+        return flat.reshape(header.height, header.width, header.channels).copy()
+    return np.array(record_to_pil(record))  # a writable copy, as torch.from_numpy wants

@@ -1,0 +1,161 @@
+"""The manifest: what a store holds, written in the conversion's last commit.
+
+A store without a manifest is incomplete, and readers refuse it. The manifest
+is JSON (never pickle) and is validated field by field when read, so a damaged
+or hostile manifest is reported as a :class:`~datakit.errors.StoreError`
+instead of surfacing as a ``KeyError`` deep inside a training job.
+
+Record keys are derived from the sample index (:func:`record_key`), so a
+reader needs no list of keys: ``__keys__`` in the manifest describes the
+scheme instead of enumerating it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from datakit.errors import StoreError
+from datakit.records import FORMAT_VERSION, PayloadKind, check_format_version
+
+__all__ = ["KEY_DIGITS", "record_key", "Stats", "Manifest"]
+
+KEY_DIGITS = 10
+"""Record keys are the sample index, zero-padded to this many digits."""
+
+
+def record_key(index: int) -> str:
+    """The key of the record holding sample ``index``."""
+    return f"{index:0{KEY_DIGITS}d}"
+
+
+@dataclass
+class Stats:
+    """Running totals of what has been written; resumable, so kept as plain data."""
+
+    length: int = 0
+    class_counts: list[int] = field(default_factory=list)
+    total_bytes: int = 0
+    image_formats: dict[str, int] = field(default_factory=dict)
+    width_range: list[int] = field(default_factory=list)  # [min, max], empty when length == 0
+    height_range: list[int] = field(default_factory=list)
+
+    def add(self, label: int, payload_bytes: int, image_format: str, width: int, height: int) -> None:
+        """Account for one written record."""
+        self.length += 1
+        self.class_counts[label] += 1
+        self.total_bytes += payload_bytes
+        self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
+        self.width_range = _widen(self.width_range, width)
+        self.height_range = _widen(self.height_range, height)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Stats:
+        return _build(cls, data, where)
+
+
+def _widen(bounds: list[int], value: int) -> list[int]:
+    return [min(bounds[0], value), max(bounds[1], value)] if bounds else [value, value]
+
+
+@dataclass
+class Manifest:
+    """Everything a reader needs to know about a complete store.
+
+    Attributes:
+        length: number of records; keys are ``record_key(0) .. record_key(length - 1)``.
+        classes: class names, sorted; a label is an index into this list.
+        payload_kind: ``"encoded"`` (source bytes) or ``"raw"`` (decoded pixels).
+        stats: counts, sizes and formats of the records.
+        skipped: how many source files were skipped as unreadable or not images.
+        source: the folder the store was converted from.
+        created: ISO 8601 time the conversion finished, in UTC.
+        datakit_version: the datakit that wrote the store.
+        format_version: the record and manifest format version.
+        keys: the key scheme (``{"scheme": "index", "digits": 10}``).
+    """
+
+    classes: list[str]
+    payload_kind: str
+    stats: Stats
+    skipped: int
+    source: str
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    datakit_version: str = field(default_factory=lambda: _datakit_version())
+    format_version: int = FORMAT_VERSION
+    keys: dict[str, Any] = field(default_factory=lambda: {"scheme": "index", "digits": KEY_DIGITS})
+
+    @property
+    def length(self) -> int:
+        return self.stats.length
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["length"] = self.length  # redundant, for people reading the raw manifest
+        return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes | memoryview, where: str) -> Manifest:
+        """Parse and validate a manifest read from the store at ``where``."""
+        try:
+            data = json.loads(bytes(raw).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreError(f"{where}: the manifest is not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise StoreError(f"{where}: the manifest is not a JSON object")
+        version = data.get("format_version")
+        if not isinstance(version, int):
+            raise StoreError(f"{where}: the manifest has no integer format_version")
+        check_format_version(version, where)
+        data.pop("length", None)
+        data["stats"] = Stats.from_dict(data.get("stats"), where)
+        manifest = _build(cls, data, where)
+        _check_consistent(manifest, where)
+        return manifest
+
+
+def _check_consistent(manifest: Manifest, where: str) -> None:
+    if manifest.payload_kind not in {kind.label for kind in PayloadKind}:
+        raise StoreError(f"{where}: unknown payload kind {manifest.payload_kind!r} in the manifest")
+    if len(manifest.stats.class_counts) != len(manifest.classes):
+        raise StoreError(f"{where}: the manifest lists {len(manifest.classes)} classes but "
+                         f"{len(manifest.stats.class_counts)} class counts")
+    if sum(manifest.stats.class_counts) != manifest.length or manifest.length < 0:
+        raise StoreError(f"{where}: the manifest's class counts do not add up to its length")
+    if manifest.keys != {"scheme": "index", "digits": KEY_DIGITS}:
+        raise StoreError(f"{where}: unknown key scheme {manifest.keys!r} in the manifest")
+
+
+_JSON_TYPES = {"int": int, "str": str, "list[str]": list, "list[int]": list,
+               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats}
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    """Construct a dataclass from JSON data, checking every field's type."""
+    if not isinstance(data, dict):
+        raise StoreError(f"{where}: malformed manifest ({cls.__name__} is not an object)")
+    values = {}
+    for f in fields(cls):
+        if f.name not in data:
+            raise StoreError(f"{where}: the manifest has no {f.name!r} field")
+        value = data[f.name]
+        expected = _JSON_TYPES[str(f.type)]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}, not {type(value).__name__}")
+        item_type = {"list[str]": str, "list[int]": int, "dict[str, int]": int}.get(str(f.type))
+        items = value.values() if isinstance(value, dict) else value
+        if item_type is not None and not all(type(item) is item_type for item in items):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}")
+        values[f.name] = value
+    return cls(**values)
+
+
+def _datakit_version() -> str:
+    from datakit import __version__
+
+    return __version__

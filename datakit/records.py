@@ -1,0 +1,141 @@
+"""The record codec: how one sample is laid out as bytes in a store.
+
+A record is a fixed 32-byte header followed by the payload. The header carries
+everything needed to use the payload without trusting it: a magic tag, the
+format version, the payload kind, the label, the image geometry, the payload
+length and a CRC-32 that covers the header fields and the payload. Nothing is
+pickled, so reading a hostile store can fail but never execute code. The
+layout is documented in ``docs/format.md``; change both together.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from dataclasses import dataclass
+
+from datakit.errors import CorruptRecordError, IncompatibleStoreError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "HEADER_SIZE",
+    "PayloadKind",
+    "RecordHeader",
+    "Record",
+    "encode_record",
+    "decode_record",
+    "check_format_version",
+]
+
+FORMAT_VERSION = 1
+_MAGIC = b"DKR\x00"
+
+# magic, version, kind, channels, label, width, height, payload length, crc32
+_HEADER = struct.Struct("<4sHBBiIIQI")
+_CHECKED_PREFIX = _HEADER.size - 4  # the CRC covers every header byte before itself
+HEADER_SIZE = _HEADER.size
+
+
+class PayloadKind(enum.IntEnum):
+    """What the payload bytes are."""
+
+    ENCODED = 0
+    """The source file's bytes, untouched (JPEG, PNG, ...)."""
+    RAW = 1
+    """Decoded pixels: ``height * width * channels`` uint8 values, row-major HWC."""
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class RecordHeader:
+    """The parsed header of one record."""
+
+    kind: PayloadKind
+    label: int
+    width: int
+    height: int
+    channels: int
+    payload_length: int
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(height, width, channels)`` of the image."""
+        return (self.height, self.width, self.channels)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A decoded record: its header and a view of its payload."""
+
+    header: RecordHeader
+    payload: memoryview
+
+
+def encode_record(
+    payload: bytes,
+    *,
+    kind: PayloadKind,
+    label: int,
+    width: int,
+    height: int,
+    channels: int,
+) -> bytes:
+    """Lay out one record: header, then payload, with a CRC over both."""
+    if kind is PayloadKind.RAW and len(payload) != width * height * channels:
+        raise ValueError(
+            f"raw payload of {len(payload)} bytes does not match shape "
+            f"{height}x{width}x{channels}"
+        )
+    prefix = _HEADER.pack(
+        _MAGIC, FORMAT_VERSION, kind, channels, label, width, height, len(payload), 0
+    )[:_CHECKED_PREFIX]
+    crc = zlib.crc32(payload, zlib.crc32(prefix))
+    return b"".join((prefix, struct.pack("<I", crc), payload))
+
+
+def decode_record(data: bytes | memoryview, key: str) -> Record:
+    """Parse and verify one record.
+
+    Args:
+        data: the stored bytes. A memoryview is not copied, so the payload
+            stays valid only as long as the buffer it points into.
+        key: the record's key, named in any error.
+
+    Raises:
+        CorruptRecordError: the bytes are not a well-formed record or the
+            checksum does not match.
+        IncompatibleStoreError: the record was written by a newer format.
+    """
+    view = memoryview(data)
+    if len(view) < HEADER_SIZE:
+        raise CorruptRecordError(key, f"{len(view)} bytes is shorter than the {HEADER_SIZE}-byte header")
+    magic, version, kind, channels, label, width, height, length, crc = _HEADER.unpack_from(view)
+    if magic != _MAGIC:
+        raise CorruptRecordError(key, "not a datakit record (bad magic bytes)")
+    check_format_version(version, f"record {key!r}")
+    payload = view[HEADER_SIZE:]
+    if length != len(payload):
+        raise CorruptRecordError(key, f"header says {length} payload bytes, found {len(payload)}")
+    if zlib.crc32(payload, zlib.crc32(view[:_CHECKED_PREFIX])) != crc:
+        raise CorruptRecordError(key, "checksum mismatch")
+    try:
+        payload_kind = PayloadKind(kind)
+    except ValueError:
+        raise CorruptRecordError(key, f"unknown payload kind {kind}") from None
+    if payload_kind is PayloadKind.RAW and width * height * channels != length:
+        raise CorruptRecordError(key, f"raw payload of {length} bytes does not match {height}x{width}x{channels}")
+    header = RecordHeader(payload_kind, label, width, height, channels, length)
+    return Record(header, payload)
+
+
+def check_format_version(version: int, what: str) -> None:
+    """Refuse data written by a format this datakit does not know."""
+    if not 1 <= version <= FORMAT_VERSION:
+        raise IncompatibleStoreError(
+            f"{what} uses format version {version}; this datakit reads versions 1 to "
+            f"{FORMAT_VERSION}. Upgrade datakit or reconvert the source folder."
+        )

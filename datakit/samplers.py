@@ -1,0 +1,23 @@
+"""Public samplers; see :mod:`datakit.loader.samplers` for the implementations."""
+
+from __future__ import annotations
+
+from datakit.loader.samplers import (
+    BatchSampler,
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
+
+__all__ = [
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "BatchSampler",
+    "DistributedSampler",
+]

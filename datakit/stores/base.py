@@ -1,0 +1,228 @@
+"""The small contract every storage backend implements.
+
+A backend is three pieces behind one registry (``datakit.stores``):
+
+* a :class:`StoreSpec`: a small, picklable description of where a store lives
+  (a path, or a URI and a collection). Datasets hold a spec, never an open
+  handle, so they cross ``fork`` and ``spawn`` safely and each process opens
+  its own connection.
+* a :class:`StoreWriter`: used by the conversion pipeline, which owns the
+  logic (reading, verifying, numbering, statistics) and hands the writer
+  whole batches to commit.
+* a :class:`StoreReader`: raw record bytes by index, the manifest, the labels.
+
+Record bytes are produced and parsed by :mod:`datakit.records` only; a backend
+never looks inside them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from datakit.manifest import Manifest, Stats
+
+__all__ = [
+    "StoreSpec",
+    "StoreReader",
+    "StoreWriter",
+    "PendingRecord",
+    "ConversionSettings",
+    "CommittedState",
+]
+
+
+@dataclass(frozen=True)
+class PendingRecord:
+    """One record ready to be committed.
+
+    Attributes:
+        index: the sample index; the record's key is ``record_key(index)``.
+        source: the image's path relative to the source folder (kept for
+            inspection and for resuming, never loaded per sample).
+        label: the class index.
+        data: the encoded record (see :mod:`datakit.records`).
+    """
+
+    index: int
+    source: str
+    label: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ConversionSettings:
+    """What a resumed conversion must agree on with the one it continues."""
+
+    source: str
+    classes: list[str]
+    payload_kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ConversionSettings | None:
+        """Parse stored settings; ``None`` when they are not well formed."""
+        if not isinstance(data, dict):
+            return None
+        source, classes, kind = data.get("source"), data.get("classes"), data.get("payload_kind")
+        if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
+                and all(isinstance(name, str) for name in classes)):
+            return None
+        return cls(source, classes, kind)
+
+
+@dataclass
+class CommittedState:
+    """What an interrupted conversion had committed, read back for ``--resume``.
+
+    Attributes:
+        settings: the settings of the interrupted conversion.
+        stats: running totals up to the last commit.
+        sources: source path of each committed record, in index order.
+        labels: label of each committed record, in index order.
+    """
+
+    settings: ConversionSettings
+    stats: Stats
+    sources: list[str] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+
+
+class StoreSpec(ABC):
+    """Where a store lives. Picklable, cheap, holds no open handle."""
+
+    backend: str
+    """Short backend name, as ``datakit inspect --json`` reports it."""
+
+    @abstractmethod
+    def open_reader(self) -> StoreReader:
+        """Open the store for reading in the calling process."""
+
+    @abstractmethod
+    def open_writer(self) -> StoreWriter:
+        """Open the location for a conversion in the calling process."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The store's location as a user would write it, for messages."""
+
+    def summary_fields(self) -> dict[str, Any]:
+        """Fields identifying the store in ``datakit inspect --json``."""
+        return {"backend": self.backend, "path": self.describe()}
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+class StoreReader(ABC):
+    """Read access to one complete store, owned by a single process."""
+
+    spec: StoreSpec
+
+    @property
+    @abstractmethod
+    def manifest(self) -> Manifest:
+        """The store's manifest, loaded when the reader opened."""
+
+    @abstractmethod
+    def labels(self) -> np.ndarray:
+        """Every record's label, in index order, as a 1-D int64 array."""
+
+    @abstractmethod
+    def get_many(self, indices: Sequence[int]) -> list[bytes]:
+        """Raw record bytes for ``indices``, in that order, in one read.
+
+        Raises:
+            CorruptRecordError: a record is missing.
+        """
+
+    @abstractmethod
+    def iter_records(self) -> Iterator[tuple[int, bytes]]:
+        """Every ``(index, record bytes)`` in index order, streamed."""
+
+    @abstractmethod
+    def source_paths(self, indices: Sequence[int]) -> list[str]:
+        """The source path each record was converted from."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection; the reader is unusable afterwards."""
+
+    def __len__(self) -> int:
+        return self.manifest.length
+
+    def __enter__(self) -> StoreReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class StoreWriter(ABC):
+    """Write access for one conversion.
+
+    The pipeline calls :meth:`prepare` once, then :meth:`commit` for each
+    batch, then :meth:`finish` with the manifest. Each commit must be durable
+    before it returns, and a crash between commits must leave a store that
+    :meth:`committed_state` can read back; the manifest is written by
+    :meth:`finish` only, so a store without one is known to be incomplete.
+    """
+
+    spec: StoreSpec
+
+    @abstractmethod
+    def exists(self) -> bool:
+        """Whether anything is at the location already."""
+
+    @abstractmethod
+    def is_store(self) -> bool:
+        """Whether the location holds a datakit store, complete or not."""
+
+    @abstractmethod
+    def is_complete(self) -> bool:
+        """Whether the location holds a complete store (one with a manifest)."""
+
+    @abstractmethod
+    def remove(self) -> None:
+        """Delete the store at the location (``--overwrite``).
+
+        Raises:
+            DestinationExistsError: the location holds something that is not
+                a datakit store; it is left untouched.
+        """
+
+    @abstractmethod
+    def create(self, settings: ConversionSettings) -> None:
+        """Start a new, empty, incomplete store."""
+
+    @abstractmethod
+    def committed_state(self) -> CommittedState:
+        """Reopen an incomplete store and read back what it committed.
+
+        Raises:
+            StoreError: the location is not an incomplete datakit store.
+        """
+
+    @abstractmethod
+    def commit(self, records: Sequence[PendingRecord], stats: Stats) -> None:
+        """Durably add ``records`` and record ``stats`` as the running totals."""
+
+    @abstractmethod
+    def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
+        """Write the labels and the manifest, completing the store."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection, whether or not the store was finished."""
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

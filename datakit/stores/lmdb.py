@@ -1,0 +1,391 @@
+"""LMDB backend: a store is an LMDB environment directory.
+
+Layout of the environment's main database (keys are bytes)::
+
+    0000000000 .. 0000000041   records (datakit.records), key = record_key(index)
+    __src__/0000000000 ...     int32 label + UTF-8 source path of each record
+    __progress__               JSON: conversion settings and running totals
+                               (present while the conversion is incomplete)
+    __labels__                 int32 little-endian array, one label per record
+    __len__                    number of records, ASCII decimal
+    __keys__                   JSON key scheme
+    __manifest__               JSON manifest; written in the final commit
+
+Digits sort before ``_``, so the records form one contiguous key range.
+Readers open the environment ``readonly=True, lock=False``: no lock file, no
+reader slots to exhaust, safe because a complete store is never written again.
+LMDB allows one open environment per store per process, so readers share
+them through :data:`_environments`, which also replaces an environment
+inherited through ``fork`` with the child's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+import numpy as np
+
+from datakit.errors import (
+    CorruptRecordError,
+    DestinationExistsError,
+    IncompleteStoreError,
+    StoreError,
+    StoreNotFoundError,
+)
+from datakit.manifest import KEY_DIGITS, Manifest, Stats, record_key
+from datakit.stores.base import (
+    CommittedState,
+    ConversionSettings,
+    PendingRecord,
+    StoreReader,
+    StoreSpec,
+    StoreWriter,
+)
+
+__all__ = ["LMDBSpec", "LMDBReader", "LMDBWriter", "make_spec"]
+
+_MANIFEST = b"__manifest__"
+_PROGRESS = b"__progress__"
+_LABELS = b"__labels__"
+_LEN = b"__len__"
+_KEYS = b"__keys__"
+_SOURCE_PREFIX = b"__src__/"
+_LABEL = struct.Struct("<i")
+_DATA_FILES = ("data.mdb", "lock.mdb")
+_INITIAL_MAP_SIZE = 64 << 20
+
+
+def make_spec(location: str, collection: str | None = None, database: str | None = None) -> LMDBSpec:
+    """Registry entry point: an LMDB store at the path ``location``."""
+    if collection is not None or database is not None:
+        raise StoreError(
+            f"{location!r} is a filesystem path (an LMDB store); --collection and --database "
+            "apply only to mongodb:// URIs"
+        )
+    return LMDBSpec(os.path.abspath(os.path.expanduser(location)))
+
+
+@dataclass(frozen=True)
+class LMDBSpec(StoreSpec):
+    """An LMDB store: a directory holding ``data.mdb``."""
+
+    path: str
+    backend = "lmdb"
+
+    def open_reader(self) -> LMDBReader:
+        return LMDBReader(self)
+
+    def open_writer(self) -> LMDBWriter:
+        return LMDBWriter(self)
+
+    def describe(self) -> str:
+        return self.path
+
+    def is_lmdb_store(self) -> bool:
+        return os.path.isfile(os.path.join(self.path, "data.mdb"))
+
+
+class _ReadOnlyEnvironments:
+    """This process's read-only environments, one per store, shared by its readers.
+
+    py-lmdb refuses to open an environment twice in one process, and after
+    ``fork`` the child inherits the parent's open environments (and py-lmdb's
+    record of them) although it must not use them. An environment opened by
+    another process is closed here (harmless for ``lock=False``: it only
+    unmaps the child's copy) and opened afresh.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[int, lmdb.Environment, int]] = {}
+
+    def acquire(self, path: str) -> lmdb.Environment:
+        pid = os.getpid()
+        entry = self._open.get(path)
+        if entry is not None and entry[0] == pid:
+            self._open[path] = (pid, entry[1], entry[2] + 1)
+            return entry[1]
+        if entry is not None:
+            entry[1].close()  # inherited through fork
+        try:
+            env = lmdb.open(path, readonly=True, lock=False, readahead=False, max_dbs=0)
+        except lmdb.Error as exc:
+            self._open.pop(path, None)
+            raise StoreError(f"{path}: cannot open the LMDB environment ({exc})") from None
+        self._open[path] = (pid, env, 1)
+        return env
+
+    def release(self, path: str) -> None:
+        entry = self._open.get(path)
+        if entry is None or entry[0] != os.getpid():
+            return
+        pid, env, users = entry
+        if users > 1:
+            self._open[path] = (pid, env, users - 1)
+        else:
+            del self._open[path]
+            env.close()
+
+
+_environments = _ReadOnlyEnvironments()
+
+
+def _encode_source(label: int, source: str) -> bytes:
+    return _LABEL.pack(label) + source.encode("utf-8", "surrogateescape")
+
+
+def _decode_source(value: bytes) -> tuple[int, str]:
+    (label,) = _LABEL.unpack_from(value)
+    return label, value[_LABEL.size:].decode("utf-8", "surrogateescape")
+
+
+def _record_range(txn: lmdb.Transaction) -> Iterator[tuple[bytes, bytes]]:
+    """Every (key, value) of the record range, in key order."""
+    cursor = txn.cursor()
+    if not cursor.first():
+        return
+    for key, value in cursor:
+        if len(key) != KEY_DIGITS or not key.isdigit():
+            return
+        yield key, value
+
+
+class LMDBReader(StoreReader):
+    """Reads a complete LMDB store. Open one per process."""
+
+    def __init__(self, spec: LMDBSpec) -> None:
+        self.spec = spec
+        if not os.path.exists(spec.path):
+            raise StoreNotFoundError(
+                f"no store at {spec.path}; create one with `datakit convert SRC {spec.path}`"
+            )
+        if not spec.is_lmdb_store():
+            raise StoreError(f"{spec.path} is not an LMDB store (it has no data.mdb)")
+        self._env = _environments.acquire(spec.path)
+        self._closed = False
+        try:
+            self._manifest = self._load_manifest()
+        except BaseException:
+            self.close()
+            raise
+
+    def _load_manifest(self) -> Manifest:
+        with self._env.begin() as txn:
+            raw = txn.get(_MANIFEST)
+            progress = txn.get(_PROGRESS)
+        if raw is None:
+            raise IncompleteStoreError(_incomplete_message(self.spec.path, progress))
+        return Manifest.from_json(raw, self.spec.path)
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    def labels(self) -> np.ndarray:
+        with self._env.begin() as txn:
+            raw = txn.get(_LABELS)
+        labels = np.frombuffer(raw or b"", dtype="<i4")
+        if raw is None or len(raw) % 4 or len(labels) != self._manifest.length:
+            raise StoreError(f"{self.spec.path}: the label table does not match the manifest")
+        if len(labels) and (labels.min() < 0 or labels.max() >= len(self._manifest.classes)):
+            raise StoreError(f"{self.spec.path}: the label table holds labels outside the classes")
+        return labels.astype(np.int64)
+
+    def get_many(self, indices: Sequence[int]) -> list[bytes]:
+        records = []
+        with self._env.begin() as txn:
+            for index in indices:
+                key = record_key(index)
+                value = txn.get(key.encode("ascii"))
+                if value is None:
+                    raise CorruptRecordError(key, f"missing from {self.spec.path}")
+                records.append(value)
+        return records
+
+    def iter_records(self) -> Iterator[tuple[int, bytes]]:
+        with self._env.begin() as txn:
+            for key, value in _record_range(txn):
+                yield int(key), value
+
+    def source_paths(self, indices: Sequence[int]) -> list[str]:
+        with self._env.begin() as txn:
+            values = [txn.get(_SOURCE_PREFIX + record_key(i).encode("ascii")) for i in indices]
+        return [_decode_source(value)[1] if value else "?" for value in values]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _environments.release(self.spec.path)
+
+
+def _incomplete_message(path: str, progress: bytes | None) -> str:
+    source = "SRC"
+    if progress is not None:
+        try:
+            source = json.loads(progress)["settings"]["source"]
+        except (ValueError, KeyError, TypeError):
+            pass
+    return (
+        f"{path} is an incomplete store (its conversion was interrupted); "
+        f"finish it with `datakit convert {source} {path} --resume`"
+    )
+
+
+class LMDBWriter(StoreWriter):
+    """Writes one conversion into an LMDB environment, growing its map as needed."""
+
+    def __init__(self, spec: LMDBSpec) -> None:
+        self.spec = spec
+        self._env: lmdb.Environment | None = None
+        self._conversion: ConversionSettings | None = None
+
+    def exists(self) -> bool:
+        return os.path.lexists(self.spec.path)
+
+    def is_store(self) -> bool:
+        return self.spec.is_lmdb_store()
+
+    def is_complete(self) -> bool:
+        if not self.spec.is_lmdb_store():
+            return False
+        try:
+            env = _environments.acquire(self.spec.path)
+        except StoreError:
+            return False
+        try:
+            with env.begin() as txn:
+                return txn.get(_MANIFEST) is not None
+        finally:
+            _environments.release(self.spec.path)
+
+    def remove(self) -> None:
+        path = self.spec.path
+        if not self.spec.is_lmdb_store():
+            raise DestinationExistsError(
+                f"{path} exists and is not a datakit store; refusing to delete it. "
+                "Remove it yourself or choose another destination."
+            )
+        for name in _DATA_FILES:
+            try:
+                os.remove(os.path.join(path, name))
+            except FileNotFoundError:
+                pass
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass  # the directory holds other files of the user's; keep them
+
+    def create(self, settings: ConversionSettings) -> None:
+        os.makedirs(self.spec.path, exist_ok=True)
+        self._open()
+        self._conversion = settings
+        empty = Stats(class_counts=[0] * len(settings.classes))
+        self._write(lambda txn: txn.put(_PROGRESS, _progress_json(settings, empty)))
+
+    def committed_state(self) -> CommittedState:
+        path = self.spec.path
+        if not self.spec.is_lmdb_store():
+            raise StoreError(f"{path} is not an LMDB store, so there is nothing to resume")
+        env = self._open()
+        with env.begin() as txn:
+            if txn.get(_MANIFEST) is not None:
+                raise StoreError(f"{path} is already complete; there is nothing to resume")
+            progress = txn.get(_PROGRESS)
+            sources, labels = [], []
+            cursor = txn.cursor()
+            if cursor.set_range(_SOURCE_PREFIX):
+                for key, value in cursor:
+                    if not key.startswith(_SOURCE_PREFIX):
+                        break
+                    label, source = _decode_source(value)
+                    labels.append(label)
+                    sources.append(source)
+        state = _parse_progress(progress, path)
+        if state.stats.length != len(sources):
+            raise StoreError(f"{path}: the progress entry disagrees with the stored records; "
+                             "reconvert with --overwrite")
+        state.sources, state.labels = sources, labels
+        self._conversion = state.settings
+        return state
+
+    def commit(self, records: Sequence[PendingRecord], stats: Stats) -> None:
+        settings = self._conversion
+        if settings is None:
+            raise StoreError(f"{self.spec.path}: commit before create() or committed_state()")
+
+        def put_all(txn: lmdb.Transaction) -> None:
+            for record in records:
+                key = record_key(record.index).encode("ascii")
+                txn.put(key, record.data)
+                txn.put(_SOURCE_PREFIX + key, _encode_source(record.label, record.source))
+            txn.put(_PROGRESS, _progress_json(settings, stats))
+
+        self._write(put_all)
+
+    def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
+        def put_manifest(txn: lmdb.Transaction) -> None:
+            txn.put(_LABELS, np.asarray(labels, dtype="<i4").tobytes())
+            txn.put(_LEN, str(manifest.length).encode("ascii"))
+            txn.put(_KEYS, json.dumps(manifest.keys).encode("ascii"))
+            txn.put(_MANIFEST, manifest.to_json())
+            txn.delete(_PROGRESS)
+
+        self._write(put_manifest)
+        self._require_env().sync(True)
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+    # internals
+
+    def _open(self) -> lmdb.Environment:
+        if self._env is None:
+            data_file = os.path.join(self.spec.path, "data.mdb")
+            size = os.path.getsize(data_file) if os.path.exists(data_file) else 0
+            try:
+                self._env = lmdb.open(self.spec.path, map_size=max(_INITIAL_MAP_SIZE, 2 * size),
+                                      max_dbs=0, readahead=False)
+            except lmdb.Error as exc:
+                raise StoreError(f"{self.spec.path}: cannot open the LMDB environment for writing ({exc})") from None
+        return self._env
+
+    def _require_env(self) -> lmdb.Environment:
+        if self._env is None:
+            raise StoreError(f"{self.spec.path}: the writer is not open")  # a pipeline bug, kept typed
+        return self._env
+
+    def _write(self, body: Callable[[lmdb.Transaction], Any]) -> None:
+        """Run ``body`` in one write transaction, doubling the map until it fits."""
+        env = self._require_env()
+        while True:
+            try:
+                with env.begin(write=True) as txn:
+                    body(txn)
+                return
+            except lmdb.MapFullError:
+                env.set_mapsize(env.info()["map_size"] * 2)
+            except lmdb.Error as exc:
+                raise StoreError(f"{self.spec.path}: write failed ({exc}); "
+                                 "free space and rerun with --resume") from None
+
+
+def _progress_json(settings: ConversionSettings, stats: Stats) -> bytes:
+    return json.dumps({"settings": settings.to_dict(), "stats": stats.to_dict()}).encode("utf-8")
+
+
+def _parse_progress(raw: bytes | None, path: str) -> CommittedState:
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
+        data = None
+    settings = ConversionSettings.from_dict(data.get("settings") if isinstance(data, dict) else None)
+    if settings is None or not isinstance(data, dict):
+        raise StoreError(f"{path} has no readable conversion progress; reconvert with --overwrite")
+    return CommittedState(settings, Stats.from_dict(data.get("stats"), path))
