@@ -1,0 +1,5 @@
+"""``python -m datakit`` runs the ``datakit`` command."""
+
+from datakit.cli import main
+
+main()

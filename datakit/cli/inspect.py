@@ -1,0 +1,75 @@
+"""``datakit inspect STORE``: summarise, verify and preview a store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from datakit.cli._options import output_options, store_options
+from datakit.cli._output import Output, human_bytes
+
+__all__ = ["inspect_command"]
+
+_SHOWN_BAD = 50
+
+
+@click.command("inspect")
+@click.argument("store")
+@store_options
+@click.option("--verify", is_flag=True, help="Check every checksum and decode every image.")
+@click.option("--preview", type=click.Path(dir_okay=False, writable=True), metavar="FILE.png",
+              help="Write a labelled grid of sample thumbnails.")
+@click.option("--preview-count", type=click.IntRange(min=1), default=36, show_default=True,
+              help="Samples on the preview sheet.")
+@output_options
+def inspect_command(store: str, collection: str | None, database: str | None, verify: bool,
+                    preview: str | None, preview_count: int, as_json: bool, quiet: bool) -> None:
+    """Summarise STORE (a path, or a mongodb:// URI with --collection).
+
+    Exits with status 1 when --verify finds a bad record.
+    """
+    from datakit.inspection import inspect
+
+    summary = inspect(store, collection=collection, database=database, verify=verify,
+                      preview=preview, preview_count=preview_count)
+    Output(json=as_json, quiet=quiet).result(summary, _render)
+    bad = summary.get("verify", {}).get("bad")
+    if bad:
+        raise click.ClickException(f"{len(bad)} bad record(s) in {summary['path']}")
+
+
+def _render(summary: dict[str, Any]) -> str:
+    length = summary["length"]
+    if summary["complete"]:
+        status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
+                  f"by datakit {summary['datakit_version']}")
+        records = f"{length} ({summary['skipped']} source file(s) skipped)"
+    else:
+        status = f"INCOMPLETE: {summary['problem']}"
+        records = f"{length} committed so far"
+    lines = [
+        f"store       {summary['path']} ({summary['backend']})",
+        f"status      {status}",
+        f"source      {summary['source']}",
+        f"records     {records}",
+        f"payload     {summary['payload_kind']}: "
+        + ", ".join(f"{name} {count}" for name, count in sorted(summary["image_formats"].items())),
+        f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
+    ]
+    if summary["width_range"]:
+        (w0, w1), (h0, h1) = summary["width_range"], summary["height_range"]
+        lines.append(f"image size  width {w0}..{w1}, height {h0}..{h1}")
+    lines.append(f"classes     {len(summary['classes'])}")
+    width = max((len(name) for name in summary["classes"]), default=0)
+    lines.extend(f"  {name:<{width}}  {count}" for name, count in summary["class_counts"].items())
+    if "verify" in summary:
+        result = summary["verify"]
+        if result["ok"]:
+            lines.append(f"verify      {result['checked']} records checked, all good")
+        else:
+            lines.append(f"verify      {len(result['bad'])} bad record(s) of {result['checked']}:")
+            lines.extend(f"  {item['key']}: {item['reason']}" for item in result["bad"][:_SHOWN_BAD])
+    if "preview" in summary:
+        lines.append(f"preview     {summary['preview']}")
+    return "\n".join(lines)

@@ -1,0 +1,311 @@
+"""The loader's iterators: one pass (epoch) over the data.
+
+:class:`SingleProcessIterator` fetches in the calling thread;
+:class:`MultiProcessIterator` drives a :class:`~datakit.loader.pool.WorkerPool`
+with a :class:`~datakit.loader.ordering.TaskLedger`, optionally through a pin
+thread. Both optionally hand batches to a
+:class:`~datakit.loader.staging.DeviceStager`. Random numbers are drawn in the
+order torch's iterators draw them: the sampler iterator is created, then the
+base seed is drawn from the loader's generator, then indices are drawn.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from datakit.loader.failure import WorkerFailure
+from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
+from datakit.loader.ordering import END, Delivery, TaskLedger
+from datakit.loader.pinning import map_tensors, pin_loop
+from datakit.loader.pool import WorkerPool
+from datakit.loader.protocol import Exhausted, Resume, ThreadFailed
+from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
+from datakit.loader.worker import WorkerConfig
+
+if TYPE_CHECKING:
+    from datakit.loader.dataloader import DataLoader
+
+__all__ = ["SingleProcessIterator", "MultiProcessIterator"]
+
+# Seconds between liveness checks while waiting for a result.
+_POLL_SECONDS = 0.5
+# Extra ring slots beyond the tasks in flight: one being filled, one spare.
+_RING_SPARE_SLOTS = 2
+
+
+def draw_base_seed(generator: torch.Generator | None) -> int:
+    """One int64 draw from ``generator`` (or the global RNG), as torch's iterators do."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+class _BaseIterator:
+    """What both iterators share: sampler iteration, seeding, pinning and staging."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self._dataset = loader.dataset
+        self._is_iterable = loader._is_iterable
+        self._auto_collation = loader._auto_collation
+        self._index_sampler = loader._index_sampler
+        self._drop_last = loader.drop_last
+        self._collate_fn = loader.collate_fn
+        self._reported_length = loader._IterableDataset_len_called
+        self._sampler_iter = iter(self._index_sampler)
+        self._base_seed = draw_base_seed(loader.generator)
+        self._num_yielded = 0
+        self._backend = loader._device_backend
+        self._pin_backend = loader._pin_backend
+        self._ring: PinnedRing | None = None
+        self._stager: DeviceStager | None = None
+
+    def _start_staging(self, ring_slots: int) -> None:
+        if self._backend is not None:
+            self._ring = PinnedRing(self._backend, ring_slots)
+            self._stager = DeviceStager(self._backend, self._ring)
+
+    def _make_fetcher(self) -> Callable[[Any, Callable[[Any], Any], bool, bool], Fetcher]:
+        return IterableFetcher if self._is_iterable else MapFetcher
+
+    def __iter__(self) -> _BaseIterator:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._index_sampler)
+
+    def __getstate__(self) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be pickled")
+
+    def _next_data(self) -> Any:
+        raise NotImplementedError
+
+    def _next_staged_source(self) -> Pinned:
+        """The next batch for the stager, already in a ring slot."""
+        raise NotImplementedError
+
+    def __next__(self) -> Any:
+        if self._stager is not None:
+            data = self._stager.next(self._next_staged_source)
+        else:
+            data = self._next_data()
+        self._num_yielded += 1
+        if self._is_iterable and self._reported_length is not None and self._num_yielded > self._reported_length:
+            warnings.warn(
+                f"Length of IterableDataset {self._dataset} was reported to be {self._reported_length} "
+                f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched.",
+                stacklevel=2,
+            )
+        return data
+
+    def _reset(self, loader: DataLoader) -> None:
+        self._sampler_iter = iter(self._index_sampler)
+        self._num_yielded = 0
+        self._reported_length = loader._IterableDataset_len_called
+        if self._stager is not None:
+            self._stager.reset()
+
+
+class SingleProcessIterator(_BaseIterator):
+    """Fetches every batch in the calling process (``num_workers=0``)."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        super().__init__(loader)
+        self._fetcher = self._make_fetcher()(self._dataset, self._collate_fn, self._auto_collation, self._drop_last)
+        self._start_staging(_RING_SPARE_SLOTS)
+
+    def _next_data(self) -> Any:
+        data = self._fetcher.fetch(next(self._sampler_iter))
+        if self._pin_backend is not None:
+            data = map_tensors(data, self._pin_backend.pin)
+        return data
+
+    def _next_staged_source(self) -> Pinned:
+        assert self._ring is not None
+        return self._ring.pin(self._fetcher.fetch(next(self._sampler_iter)))
+
+
+@dataclass
+class _Resources:
+    """What must be released when an iterator goes away; holds no reference to the iterator."""
+
+    pool: WorkerPool
+    done: threading.Event = field(default_factory=threading.Event)
+    pin_thread: threading.Thread | None = None
+    closed: bool = False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.done.set()
+        if self.pin_thread is not None and self.pin_thread is not threading.current_thread():
+            self.pin_thread.join(timeout=10 * _POLL_SECONDS)
+        self.pool.shutdown()
+
+
+def _resolve_context(context: Any) -> Any:
+    import multiprocessing
+    import sys
+
+    if context is not None:
+        return context
+    method = multiprocessing.get_start_method(allow_none=True)
+    if method is None and sys.platform.startswith("linux"):
+        method = "fork"
+    return multiprocessing.get_context(method)
+
+
+class MultiProcessIterator(_BaseIterator):
+    """Fetches batches in worker processes (``num_workers > 0``)."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        super().__init__(loader)
+        assert loader.prefetch_factor is not None and loader.prefetch_factor > 0, "validated by DataLoader"
+        self._persistent = loader.persistent_workers
+        self._timeout = float(loader.timeout)
+        self._epoch = 0
+        self._ledger = TaskLedger(loader.num_workers, loader.prefetch_factor, loader.in_order)
+        config = WorkerConfig(
+            dataset=self._dataset,
+            make_fetcher=self._make_fetcher(),
+            collate_fn=self._collate_fn,
+            auto_collation=self._auto_collation,
+            drop_last=self._drop_last,
+            base_seed=self._base_seed,
+            num_workers=loader.num_workers,
+            worker_init_fn=loader.worker_init_fn,
+        )
+        self._resources = _Resources(WorkerPool(config, _resolve_context(loader.multiprocessing_context)))
+        self._finalizer = weakref.finalize(self, self._resources.close)
+        self._pool = self._resources.pool
+        self._start_staging(self._ledger.capacity + _RING_SPARE_SLOTS)
+        self._results: queue.Queue | None = None
+        pin = self._pin_function()
+        if pin is not None:
+            self._results = queue.Queue()
+            thread = threading.Thread(
+                target=pin_loop,
+                args=(self._pool.receive, pin, self._results, self._resources.done, _POLL_SECONDS),
+                name="datakit-loader-pin",
+                daemon=True,
+            )
+            self._resources.pin_thread = thread
+            thread.start()
+        self._fill()
+
+    def _pin_function(self) -> Callable[[Any], Any] | None:
+        done = self._resources.done
+        if self._ring is not None:
+            ring = self._ring
+            return lambda batch: ring.pin(batch, should_stop=done.is_set)
+        if self._pin_backend is not None:
+            backend = self._pin_backend
+            return lambda batch: map_tensors(batch, backend.pin)
+        return None
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """The worker processes' ids (for diagnostics and tests)."""
+        return self._pool.pids
+
+    def _fill(self) -> None:
+        for _ in range(self._ledger.capacity):
+            self._try_put_index()
+
+    def _reset(self, loader: DataLoader) -> None:
+        super()._reset(loader)
+        self._epoch += 1
+        for worker_id in range(self._pool.num_workers):
+            self._pool.send(worker_id, Resume(self._epoch))
+        self._ledger.reset(first_task_id=self._ledger.next_send)
+        self._fill()
+
+    def _try_put_index(self) -> None:
+        try:
+            index = next(self._sampler_iter)
+        except StopIteration:
+            return
+        worker_id = self._ledger.choose_worker()
+        if worker_id is None:
+            return
+        task_id = self._ledger.record_sent(worker_id)
+        self._pool.send(worker_id, (task_id, index))
+
+    def _receive(self) -> tuple[int, int, Any]:
+        """The next result from any worker: ``(worker_id, task_id, payload)``.
+
+        Raises:
+            RuntimeError: ``timeout`` passed, a worker died, or the pin thread failed.
+        """
+        deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
+        while True:
+            wait = _POLL_SECONDS if deadline is None else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
+            item = self._receive_once(wait)
+            if item is not None:
+                return item
+            if deadline is not None and time.monotonic() >= deadline:
+                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+
+    def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
+        if self._results is None:
+            received = self._pool.receive(wait)
+            if received is None:
+                return None
+            worker_id, (task_id, payload) = received
+            return worker_id, task_id, payload
+        try:
+            item = self._results.get(timeout=wait)
+        except queue.Empty:
+            thread = self._resources.pin_thread
+            if thread is not None and not thread.is_alive():
+                raise RuntimeError("DataLoader pin memory thread exited unexpectedly") from None
+            return None
+        if isinstance(item, ThreadFailed):
+            raise item.error
+        return item
+
+    def _next_data(self) -> Any:
+        while True:
+            step = self._ledger.next_ready()
+            if step is END:
+                if not self._persistent:
+                    self.shutdown()
+                raise StopIteration
+            if isinstance(step, Delivery):
+                return self._process(step)
+            worker_id, task_id, payload = self._receive()
+            if not self._ledger.is_current(task_id):
+                self._discard(payload)  # an answer to an earlier epoch's task
+            elif isinstance(payload, Exhausted):
+                self._ledger.record_exhausted(task_id, worker_id)
+                if not self._persistent:
+                    self._pool.retire(worker_id)
+                self._try_put_index()
+            else:
+                delivery = self._ledger.record_result(task_id, payload)
+                if delivery is not None:
+                    return self._process(delivery)
+
+    def _next_staged_source(self) -> Pinned:
+        return self._next_data()
+
+    def _process(self, delivery: Delivery) -> Any:
+        self._try_put_index()
+        if isinstance(delivery.payload, WorkerFailure):
+            delivery.payload.reraise()
+        return delivery.payload
+
+    def _discard(self, payload: Any) -> None:
+        if isinstance(payload, Pinned) and self._ring is not None:
+            self._ring.release(payload.slot)
+
+    def shutdown(self) -> None:
+        """Stops the workers and the pin thread now; the iterator is then exhausted."""
+        self._finalizer()

@@ -1,0 +1,115 @@
+"""Pinning batches in page-locked memory, on a thread of its own.
+
+The pin thread sits between the workers and the main thread: it receives each
+result from the worker pool, pins it (or copies it into a reused pinned
+buffer when batches go on to a device, see :mod:`datakit.loader.staging`),
+and queues it for the main thread. Failures, including the pool's "a worker
+died", travel to the main thread as values.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from datakit.loader.failure import WorkerFailure
+from datakit.loader.protocol import Exhausted, Result, ThreadFailed
+
+__all__ = ["map_tensors", "iter_tensors", "pin_loop"]
+
+
+def map_tensors(data: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """Applies ``fn`` to every tensor in a nested batch, keeping its structure.
+
+    Mappings, namedtuples, tuples and sequences are rebuilt with their own
+    type when possible (else as dict/list); other values are returned as they are.
+    """
+    if isinstance(data, torch.Tensor):
+        return fn(data)
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, collections.abc.Mapping):
+        values = {key: map_tensors(value, fn) for key, value in data.items()}
+        try:
+            if isinstance(data, collections.abc.MutableMapping):
+                clone = copy.copy(data)
+                clone.update(values)
+                return clone
+            return type(data)(values)
+        except TypeError:
+            return values
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(map_tensors(item, fn) for item in data))
+    if isinstance(data, tuple):
+        return tuple(map_tensors(item, fn) for item in data)
+    if isinstance(data, collections.abc.Sequence):
+        items = [map_tensors(item, fn) for item in data]
+        try:
+            return type(data)(items)
+        except TypeError:
+            return items
+    return data
+
+
+def iter_tensors(data: Any) -> list[torch.Tensor]:
+    """Every tensor in a nested batch, in :func:`map_tensors` order."""
+    found: list[torch.Tensor] = []
+
+    def collect(tensor: torch.Tensor) -> torch.Tensor:
+        found.append(tensor)
+        return tensor
+
+    map_tensors(data, collect)
+    return found
+
+
+def pin_loop(
+    receive: Callable[[float], tuple[int, Result] | None],
+    pin: Callable[[Any], Any],
+    out: queue.Queue,
+    done: threading.Event,
+    poll_interval: float,
+) -> None:
+    """Moves results from the workers to the main thread, pinning each batch.
+
+    Args:
+        receive: The pool's receive: ``timeout -> (worker_id, (task_id, payload)) | None``.
+        pin: Pins one batch (returns what the main thread should get).
+        out: Queue to the main thread; gets ``(worker_id, task_id, payload)``
+            or a :class:`~datakit.loader.protocol.ThreadFailed`.
+        done: Set by the main thread to stop this loop.
+        poll_interval: Seconds between checks of ``done`` while waiting.
+    """
+    while not done.is_set():
+        try:
+            received = receive(poll_interval)
+        except BaseException as error:  # e.g. a worker died: the main thread raises it
+            _put(out, ThreadFailed(error), done, poll_interval)
+            return
+        if received is None:
+            continue
+        worker_id, (task_id, payload) = received
+        if not isinstance(payload, (WorkerFailure, Exhausted)):
+            try:
+                payload = pin(payload)
+            except Exception:
+                payload = WorkerFailure.capture("the DataLoader pin memory thread")
+        if not _put(out, (worker_id, task_id, payload), done, poll_interval):
+            return
+
+
+def _put(out: queue.Queue, item: Any, done: threading.Event, poll_interval: float) -> bool:
+    """Puts with a timeout, giving up when ``done`` is set; returns whether it was put."""
+    while not done.is_set():
+        try:
+            out.put(item, timeout=poll_interval)
+            return True
+        except queue.Full:
+            continue
+    return False

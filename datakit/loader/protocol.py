@@ -1,0 +1,67 @@
+"""The messages exchanged between the loader's main process and its workers.
+
+Each worker has two one-way pipes: tasks (main to worker) and results (worker
+to main). Messages are small so that neither pipe fills: batches travel as
+tensors in shared memory, so only handles are pickled.
+
+Main to worker:
+
+* ``(task_id, indices)``: fetch and collate these indices (a list of indices
+  with auto-batching, a single index without; placeholders for iterable
+  datasets).
+* :class:`Resume`: a new epoch begins (persistent workers); rebuild the
+  dataset iterator and accept tasks again.
+* :data:`STOP`: leave the loop and exit.
+
+Worker to main:
+
+* ``(task_id, payload)`` where ``payload`` is the batch, a
+  :class:`~datakit.loader.failure.WorkerFailure`, or :class:`Exhausted` when an
+  iterable dataset ran out in this worker.
+
+The pin thread forwards results to the main thread as
+``(worker_id, task_id, payload)``; its own failure arrives as :class:`ThreadFailed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = ["STOP", "Resume", "Exhausted", "ThreadFailed", "Task", "Result"]
+
+STOP: Final = None
+"""Sentinel telling a worker to exit."""
+
+Task = tuple[int, Any]
+"""``(task_id, indices)``."""
+
+Result = tuple[int, Any]
+"""``(task_id, payload)``."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Starts a new epoch in a persistent worker.
+
+    Attributes:
+        epoch: The number of the epoch that starts (for diagnostics).
+    """
+
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Exhausted:
+    """An iterable dataset has no more samples in this worker (this epoch)."""
+
+
+@dataclass(frozen=True)
+class ThreadFailed:
+    """The pin thread stopped on an error, to be raised in the main thread.
+
+    Attributes:
+        error: The exception it caught.
+    """
+
+    error: BaseException

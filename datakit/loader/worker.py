@@ -1,0 +1,210 @@
+"""The worker process: its configuration, its loop, and ``get_worker_info``.
+
+A worker receives one frozen :class:`WorkerConfig`, seeds ``random``, numpy and
+torch as torch's workers do, runs ``worker_init_fn``, then answers tasks from
+its task pipe on its result pipe (see :mod:`datakit.loader.protocol`) until it
+is told to stop, its parent dies, or the pipes close.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from datakit.loader.failure import WorkerFailure
+from datakit.loader.fetch import Fetcher
+from datakit.loader.protocol import STOP, Exhausted, Resume
+
+__all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "numpy_seed"]
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """What a worker process knows about itself; see :func:`get_worker_info`.
+
+    Attributes:
+        id: This worker's index, ``0 .. num_workers - 1``.
+        num_workers: How many workers the loader runs.
+        seed: The seed of this worker's ``random`` and torch RNGs (``base_seed + id``).
+        dataset: This process's copy of the dataset.
+    """
+
+    id: int
+    num_workers: int
+    seed: int
+    dataset: Any
+
+
+_worker_info: WorkerInfo | None = None
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """Returns this worker's :class:`WorkerInfo`, or None in the main process.
+
+    Use it in an iterable dataset's ``__iter__`` to give each worker its own
+    shard, or in ``worker_init_fn`` to configure each worker's dataset copy.
+    """
+    return _worker_info
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker needs, fixed when the loader's iterator starts.
+
+    Attributes:
+        dataset: The dataset (copied into the worker by fork or pickle).
+        make_fetcher: Builds the fetcher from ``(dataset, collate_fn,
+            auto_collation, drop_last)``: :class:`~datakit.loader.fetch.MapFetcher`
+            or :class:`~datakit.loader.fetch.IterableFetcher`.
+        collate_fn: Turns a list of samples into a batch.
+        auto_collation: Tasks carry lists of indices.
+        drop_last: Passed to the fetcher.
+        base_seed: Seed of worker 0; worker ``i`` uses ``base_seed + i``.
+        num_workers: How many workers the loader runs.
+        worker_init_fn: Called with the worker id after seeding, or None.
+        poll_interval: Seconds between checks that the parent is alive.
+    """
+
+    dataset: Any
+    make_fetcher: Callable[[Any, Callable[[Any], Any], bool, bool], Fetcher]
+    collate_fn: Callable[[Any], Any]
+    auto_collation: bool
+    drop_last: bool
+    base_seed: int
+    num_workers: int
+    worker_init_fn: Callable[[int], None] | None
+    poll_interval: float = 1.0
+
+    def new_fetcher(self, dataset: Any) -> Fetcher:
+        """Builds a fetcher over ``dataset`` (this process's copy)."""
+        return self.make_fetcher(dataset, self.collate_fn, self.auto_collation, self.drop_last)
+
+
+def numpy_seed(base_seed: int, worker_id: int) -> list[int]:
+    """The numpy seed torch gives worker ``worker_id``: four 32-bit words from a SeedSequence.
+
+    Mixing the worker id with both halves of the 64-bit base seed keeps the
+    workers' numpy streams apart (consecutive plain seeds would give
+    correlated streams).
+    """
+    entropy = [worker_id, base_seed & 0xFFFFFFFF, base_seed >> 32, 0]
+    return np.random.SeedSequence(entropy).generate_state(4).tolist()
+
+
+def _seed_everything(base_seed: int, worker_id: int) -> int:
+    seed = base_seed + worker_id
+    random.seed(seed)
+    torch.manual_seed(seed)
+    np.random.seed(numpy_seed(base_seed, worker_id))
+    return seed
+
+
+def worker_loop(
+    config: WorkerConfig,
+    worker_id: int,
+    tasks: Connection,
+    results: Connection,
+    stop: Event,
+) -> None:
+    """Runs one worker until told to stop; the target of each worker process.
+
+    Args:
+        config: The loader's frozen configuration.
+        worker_id: This worker's index.
+        tasks: Read end of this worker's task pipe.
+        results: Write end of this worker's result pipe.
+        stop: Set by the main process at shutdown: skip remaining tasks.
+    """
+    global _worker_info
+    try:
+        torch.set_num_threads(1)
+        seed = _seed_everything(config.base_seed, worker_id)
+        dataset = config.dataset
+        _worker_info = WorkerInfo(id=worker_id, num_workers=config.num_workers, seed=seed, dataset=dataset)
+        where = f"DataLoader worker process {worker_id} (pid {os.getpid()})"
+        pending_failure: WorkerFailure | None = None
+        fetcher: Fetcher | None = None
+        try:
+            if config.worker_init_fn is not None:
+                config.worker_init_fn(worker_id)
+            fetcher = config.new_fetcher(dataset)
+        except Exception:
+            pending_failure = WorkerFailure.capture(where)
+        _serve(config, tasks, results, stop, where, fetcher, pending_failure)
+    except KeyboardInterrupt:
+        pass  # the main process sees it too and shuts the workers down
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        pass  # the main process closed its ends: it is gone or shutting down
+    finally:
+        results.close()
+        tasks.close()
+
+
+def _serve(
+    config: WorkerConfig,
+    tasks: Connection,
+    results: Connection,
+    stop: Event,
+    where: str,
+    fetcher: Fetcher | None,
+    pending_failure: WorkerFailure | None,
+) -> None:
+    parent = os.getppid()
+    exhausted = False
+    while True:
+        if not tasks.poll(config.poll_interval):
+            if os.getppid() != parent or stop.is_set():
+                return
+            continue
+        message = tasks.recv()
+        if message is STOP:
+            return
+        if isinstance(message, Resume):
+            exhausted = False
+            try:
+                fetcher = config.new_fetcher(config.dataset)
+            except Exception:
+                pending_failure = WorkerFailure.capture(where)
+            continue
+        if stop.is_set() or exhausted:
+            continue
+        task_id, indices = message
+        payload: Any
+        if pending_failure is not None or fetcher is None:
+            payload, pending_failure = pending_failure, None
+        else:
+            try:
+                payload = fetcher.fetch(indices)
+            except StopIteration:
+                payload, exhausted = Exhausted(), True
+            except Exception:
+                payload = WorkerFailure.capture(where, indices)
+        _send(results, task_id, payload, where, indices)
+        del payload, message
+
+
+def _send(results: Connection, task_id: int, payload: Any, where: str, indices: Any) -> None:
+    """Sends a result; a payload that cannot be pickled is replaced by a failure saying so."""
+    try:
+        results.send((task_id, payload))
+        return
+    except (BrokenPipeError, ConnectionResetError):
+        raise
+    except Exception:
+        if isinstance(payload, WorkerFailure):
+            failure = payload.without_type()
+        else:
+            failure = WorkerFailure.capture(where + " (sending the batch to the main process)", indices)
+    try:
+        results.send((task_id, failure))
+    except (BrokenPipeError, ConnectionResetError):
+        raise
+    except Exception:
+        results.send((task_id, failure.without_type()))

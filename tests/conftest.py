@@ -1,0 +1,46 @@
+"""Fixtures shared by the whole suite: generated image folders and stores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import datakit
+from datakit.synthetic import make_image_folder
+
+CLASSES = ("bird", "cat", "dog")
+PER_CLASS = 8
+
+
+@pytest.fixture(scope="session")
+def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small folder of JPEGs (3 classes x 8), shared read-only by all tests."""
+    root = tmp_path_factory.mktemp("images") / "animals"
+    make_image_folder(root, classes=CLASSES, per_class=PER_CLASS, size=(40, 30))
+    return root
+
+
+@pytest.fixture
+def fresh_folder(tmp_path: Path) -> Path:
+    """A folder like ``image_folder`` that a test may change."""
+    root = tmp_path / "animals"
+    make_image_folder(root, classes=CLASSES, per_class=PER_CLASS, size=(40, 30))
+    return root
+
+
+@pytest.fixture(scope="session")
+def lmdb_store(image_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``image_folder`` converted to LMDB (encoded payloads); read-only for tests."""
+    dest = tmp_path_factory.mktemp("stores") / "animals.lmdb"
+    datakit.convert(image_folder, dest, workers=1)
+    return dest
+
+
+def source_files(root: Path) -> list[str]:
+    """Every file under ``root``, relative and ``/``-separated, sorted."""
+    return sorted(
+        os.path.relpath(os.path.join(directory, name), root).replace(os.sep, "/")
+        for directory, _, names in os.walk(root) for name in names
+    )

@@ -1,0 +1,57 @@
+import json
+
+import pytest
+
+from datakit.errors import IncompatibleStoreError, StoreError
+from datakit.manifest import Manifest, Stats, record_key
+
+
+def make_manifest() -> Manifest:
+    stats = Stats(class_counts=[0, 0])
+    stats.add(1, 100, "JPEG", 32, 24)
+    stats.add(0, 50, "PNG", 16, 48)
+    return Manifest(classes=["a", "b"], payload_kind="encoded", stats=stats, skipped=1, source="/src")
+
+
+def test_round_trip():
+    manifest = make_manifest()
+    again = Manifest.from_json(manifest.to_json(), "store")
+    assert again == manifest
+    assert again.length == 2
+    assert again.stats.width_range == [16, 32] and again.stats.height_range == [24, 48]
+    assert json.loads(manifest.to_json())["length"] == 2
+
+
+def test_record_keys_are_zero_padded_indices():
+    assert record_key(42) == "0000000042"
+    assert sorted(record_key(i) for i in (10, 9, 100)) == [record_key(9), record_key(10), record_key(100)]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.pop("classes"), "no 'classes' field"),
+    (lambda d: d.update(classes="ab"), "should be list"),
+    (lambda d: d.update(skipped=True), "should be int"),
+    (lambda d: d["stats"].update(class_counts=[5, 5]), "do not add up"),
+    (lambda d: d["stats"].update(class_counts=[1]), "2 classes but 1 class counts"),
+    (lambda d: d.update(payload_kind="pickle"), "unknown payload kind"),
+    (lambda d: d.update(keys={"scheme": "list"}), "unknown key scheme"),
+    (lambda d: d["stats"].update(image_formats={"JPEG": "many"}), "should be dict"),
+])
+def test_malformed_manifests_are_store_errors(mutate, message):
+    data = json.loads(make_manifest().to_json())
+    mutate(data)
+    with pytest.raises(StoreError, match=message):
+        Manifest.from_json(json.dumps(data).encode(), "store")
+
+
+@pytest.mark.parametrize("raw", [b"", b"\xff\xfe", b"[1, 2]", b"null", b'{"format_version": "1"}'])
+def test_garbage_is_a_store_error(raw):
+    with pytest.raises(StoreError):
+        Manifest.from_json(raw, "store")
+
+
+def test_newer_manifest_is_incompatible():
+    data = json.loads(make_manifest().to_json())
+    data["format_version"] = 99
+    with pytest.raises(IncompatibleStoreError):
+        Manifest.from_json(json.dumps(data).encode(), "store")
