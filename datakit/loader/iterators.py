@@ -244,6 +244,8 @@ class MultiProcessIterator(_BaseIterator):
         Raises:
             RuntimeError: ``timeout`` passed, a worker died, or the pin thread failed.
         """
+        if self._resources.closed:
+            raise RuntimeError("the DataLoader iterator was shut down after an error; start a new one")
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         while True:
             wait = _POLL_SECONDS if deadline is None else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
@@ -280,7 +282,11 @@ class MultiProcessIterator(_BaseIterator):
                 raise StopIteration
             if isinstance(step, Delivery):
                 return self._process(step)
-            worker_id, task_id, payload = self._receive()
+            try:
+                worker_id, task_id, payload = self._receive()
+            except BaseException:
+                self.shutdown()  # a dead worker, a timeout or a failed pin thread ends the epoch
+                raise
             if not self._ledger.is_current(task_id):
                 self._discard(payload)  # an answer to an earlier epoch's task
             elif isinstance(payload, Exhausted):

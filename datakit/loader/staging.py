@@ -140,23 +140,20 @@ class DeviceStager:
     Args:
         backend: The device layer.
         ring: Where pinned batches come from; slots are returned after their copy is queued.
-        next_pinned: Returns the next :class:`Pinned` batch; raises
-            StopIteration at the end, or the error that stops the epoch.
     """
 
-    def __init__(self, backend: DeviceBackend, ring: PinnedRing, next_pinned: Callable[[], Pinned]) -> None:
+    def __init__(self, backend: DeviceBackend, ring: PinnedRing) -> None:
         self._backend = backend
         self._ring = ring
-        self._next_pinned = next_pinned
         self._stream = backend.new_stream()
         self._ahead: _Staged | None = None
         self._pending_error: BaseException | None = None
         self._ended = False
 
-    def _stage_next(self) -> None:
+    def _stage_next(self, next_pinned: Callable[[], Pinned]) -> None:
         """Queues the copy of the next batch, or remembers the end or the error."""
         try:
-            pinned = self._next_pinned()
+            pinned = next_pinned()
         except StopIteration:
             self._ended = True
             return
@@ -174,10 +171,16 @@ class DeviceStager:
         self._ring.release(pinned.slot, copied)
         self._ahead = _Staged(on_device, copied)
 
-    def __next__(self) -> Any:
-        """Returns the next batch on the device, ready to use on the caller's current stream."""
+    def next(self, next_pinned: Callable[[], Pinned]) -> Any:
+        """Returns the next batch on the device, ready to use on the caller's current stream.
+
+        Args:
+            next_pinned: Returns the next :class:`Pinned` batch; raises
+                StopIteration at the end, or the error that stops the epoch
+                (raised here after the batch already in flight is delivered).
+        """
         if self._ahead is None and not self._ended and self._pending_error is None:
-            self._stage_next()
+            self._stage_next(next_pinned)
         if self._ahead is None:
             if self._pending_error is not None:
                 error, self._pending_error = self._pending_error, None
@@ -189,7 +192,7 @@ class DeviceStager:
         for tensor in iter_tensors(current.batch):
             self._backend.record_stream(tensor, consumer)
         if not self._ended and self._pending_error is None:
-            self._stage_next()
+            self._stage_next(next_pinned)
         return current.batch
 
     def reset(self) -> None:

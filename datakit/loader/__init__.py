@@ -1,0 +1,24 @@
+"""datakit's loader engine: samplers, collate, workers, pinning and device staging.
+
+Public names are re-exported by :mod:`datakit` (``DataLoader``,
+``get_worker_info``, ``default_collate``, ``default_convert``) and
+:mod:`datakit.samplers`. One module per job:
+
+* ``samplers``: index order (torch-identical random draws).
+* ``collate``: samples to batches.
+* ``fetch``: indices to a collated batch (map-style or iterable).
+* ``protocol``: the messages between the main process and the workers.
+* ``failure``: exceptions carried across processes as values.
+* ``ordering``: task accounting and reordering (pure, no I/O).
+* ``worker``: the worker process loop, its config and ``get_worker_info``.
+* ``pool``: starting, watching and stopping worker processes.
+* ``pinning``: the pin thread and nested-batch helpers.
+* ``device``: the thin CUDA layer and its CPU stand-in.
+* ``staging``: pinned buffer ring and one-batch-ahead device copies.
+* ``iterators``: single- and multi-process iterators.
+* ``dataloader``: the public ``DataLoader``.
+
+See ``docs/loader.md`` for the design.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,285 @@
+"""``datakit.DataLoader``: torch's ``DataLoader`` interface, datakit's engine.
+
+This module only validates arguments (raising torch's errors for the same
+mistakes), builds the default sampler, batch sampler and collate function as
+torch does, and creates iterators; the work happens in
+:mod:`datakit.loader.iterators` and below. See ``docs/loader.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+import torch
+from torch.utils.data import Dataset, IterableDataset, Sampler
+
+from datakit.loader.collate import default_collate, default_convert
+from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, select_backend
+from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
+from datakit.loader.samplers import BatchSampler, RandomSampler, SequentialSampler
+
+__all__ = ["DataLoader"]
+
+T = TypeVar("T")
+
+# Attributes that cannot change once the loader exists (as in torch).
+_FROZEN_ATTRIBUTES = frozenset({"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"})
+
+
+class _InfiniteConstantSampler(Sampler[None]):
+    """Yields None forever: the "indices" of an iterable dataset."""
+
+    def __iter__(self) -> Any:
+        while True:
+            yield None
+
+
+class DataLoader(Generic[T]):
+    """Iterates over a dataset in batches, optionally with worker processes and device staging.
+
+    Accepts torch's arguments with torch's meaning and yields the same batches
+    as :class:`torch.utils.data.DataLoader` for the same generator seed.
+
+    Args:
+        dataset: A map-style dataset (``__getitem__``, ``__len__``, optionally
+            ``__getitems__``, called once per batch) or an iterable dataset.
+        batch_size: Samples per batch; None turns automatic batching off.
+        shuffle: Visit a map-style dataset in random order.
+        sampler: Which indices to visit (excludes ``shuffle``).
+        batch_sampler: Which batches of indices to visit (excludes
+            ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).
+        num_workers: Worker processes; 0 loads in the calling process.
+        collate_fn: Builds a batch from a list of samples; defaults to
+            :func:`~datakit.loader.collate.default_collate` (or
+            :func:`~datakit.loader.collate.default_convert` without batching).
+        pin_memory: Deliver CPU tensors in page-locked memory (pinned on a thread).
+        drop_last: Drop a short final batch.
+        timeout: Seconds to wait for a batch from the workers before raising; 0 waits forever.
+        worker_init_fn: Called in each worker with its id, after seeding.
+        multiprocessing_context: Start method name (``"fork"``, ``"spawn"``,
+            ``"forkserver"``) or context; default ``fork`` on Linux.
+        generator: Generator for the default random sampler and the workers' base seed.
+        prefetch_factor: Batches in flight per worker (default 2 with workers).
+        persistent_workers: Keep the workers between epochs.
+        in_order: Deliver batches in sampler order; False hands them out as they finish.
+        device: Deliver batches on this device: batches are copied into
+            reused pinned buffers and to the device on a side stream, one batch
+            ahead. Without CUDA: a warning and CPU tensors.
+
+    Raises:
+        ValueError: For the same conflicting or invalid options torch rejects.
+
+    Example:
+        >>> loader = DataLoader(range(10), batch_size=4)
+        >>> [batch.tolist() for batch in loader]
+        [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    """
+
+    __initialized = False
+
+    def __init__(
+        self,
+        dataset: Dataset[T] | Iterable[T],
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Sampler | Iterable | None = None,
+        batch_sampler: Sampler[list] | Iterable[list] | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[list[T]], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: str | multiprocessing.context.BaseContext | None = None,
+        generator: torch.Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        in_order: bool = True,
+        device: str | torch.device | None = None,
+    ) -> None:
+        if num_workers < 0:
+            raise ValueError(
+                "num_workers option should be non-negative; use num_workers=0 to disable multiprocessing."
+            )
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError(
+                "prefetch_factor option could only be specified in multiprocessing. "
+                "Let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None."
+            )
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.in_order = in_order
+        self._is_iterable = isinstance(dataset, IterableDataset)
+
+        if self._is_iterable:
+            if shuffle not in {False, None}:
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified shuffle option, but got shuffle={shuffle}"
+                )
+            if sampler is not None:
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified sampler option, but got sampler={sampler}"
+                )
+            if batch_sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
+                    f"but got batch_sampler={batch_sampler}"
+                )
+        else:
+            shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+                )
+            batch_size = None
+            drop_last = False
+        elif batch_size is None and drop_last:
+            raise ValueError(
+                "batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
+            )
+
+        if sampler is None:
+            if self._is_iterable:
+                sampler = _InfiniteConstantSampler()
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
+            else:
+                sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.generator = generator
+        if collate_fn is None:
+            collate_fn = default_collate if self._auto_collation else default_convert
+        self.collate_fn = collate_fn
+        self.persistent_workers = persistent_workers
+        self.device = None if device is None else torch.device(device)
+        self._device_backend: DeviceBackend | None = None
+        self._pin_backend: DeviceBackend | None = None
+        self._choose_backends()
+        self._IterableDataset_len_called: int | None = None
+        self._iterator: MultiProcessIterator | None = None
+        self.__initialized = True
+        self._check_worker_count()
+
+    def _choose_backends(self) -> None:
+        if self.device is not None and self.device.type != "cpu":
+            self._device_backend = select_backend(self.device)
+        elif self.pin_memory:
+            if torch.cuda.is_available():
+                self._pin_backend = CudaBackend(torch.device("cuda"))
+            else:
+                warnings.warn(
+                    "'pin_memory' argument is set as true but no accelerator is found, "
+                    "then device pinned memory won't be used.",
+                    stacklevel=3,
+                )
+                self._pin_backend = CpuBackend()
+
+    @property
+    def multiprocessing_context(self) -> multiprocessing.context.BaseContext | None:
+        """The context that starts the workers (None: fork on Linux)."""
+        return self.__multiprocessing_context
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, context: str | multiprocessing.context.BaseContext | None) -> None:
+        if context is not None:
+            if self.num_workers <= 0:
+                raise ValueError(
+                    "multiprocessing_context can only be used with multi-process loading "
+                    f"(num_workers > 0), but got num_workers={self.num_workers}"
+                )
+            if isinstance(context, str):
+                methods = multiprocessing.get_all_start_methods()
+                if context not in methods:
+                    raise ValueError(
+                        f"multiprocessing_context option should specify a valid start method in {methods!r}, "
+                        f"but got multiprocessing_context={context!r}"
+                    )
+                context = multiprocessing.get_context(context)
+            if not isinstance(context, multiprocessing.context.BaseContext):
+                raise TypeError(
+                    "multiprocessing_context option should be a valid context object or a string specifying "
+                    f"the start method, but got multiprocessing_context={context}"
+                )
+        self.__multiprocessing_context = context
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__initialized and name in _FROZEN_ATTRIBUTES:
+            raise ValueError(f"{name} attribute should not be set after {type(self).__name__} is initialized")
+        super().__setattr__(name, value)
+
+    @property
+    def _auto_collation(self) -> bool:
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self) -> Any:
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    def _make_iterator(self) -> SingleProcessIterator | MultiProcessIterator:
+        if self.num_workers == 0:
+            return SingleProcessIterator(self)
+        return MultiProcessIterator(self)
+
+    def __iter__(self) -> SingleProcessIterator | MultiProcessIterator:
+        if self.persistent_workers and self.num_workers > 0:
+            if self._iterator is None:
+                self._iterator = MultiProcessIterator(self)
+            else:
+                self._iterator._reset(self)
+            return self._iterator
+        return self._make_iterator()
+
+    def __len__(self) -> int:
+        if self._is_iterable:
+            length = self._IterableDataset_len_called = len(self.dataset)  # type: ignore[arg-type]
+            if self.batch_size is not None:
+                length = length // self.batch_size if self.drop_last else math.ceil(length / self.batch_size)
+            return length
+        return len(self._index_sampler)
+
+    def _check_worker_count(self) -> None:
+        """Warns, as torch does, when there are more workers than usable CPUs."""
+        if not self.num_workers:
+            return
+        try:
+            cpus: int | None = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cpus = os.cpu_count()
+        if cpus is None or self.num_workers > cpus:
+            warnings.warn(
+                f"This DataLoader will create {self.num_workers} worker processes in total. "
+                f"Our suggested max number of worker in current system is {cpus}, which is smaller than "
+                "what this DataLoader is going to create. Please be aware that excessive worker creation "
+                "might get DataLoader running slow or even freeze, lower the worker number to avoid "
+                "potential slowness/freeze if necessary.",
+                stacklevel=3,
+            )
