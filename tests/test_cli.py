@@ -1,0 +1,95 @@
+"""The datakit command through click's runner: messages, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+import datakit
+from datakit.cli import cli
+from tests.conftest import CLASSES, PER_CLASS
+
+GOOD = len(CLASSES) * PER_CLASS
+
+
+def run(*args: str):
+    result = CliRunner().invoke(cli, [str(arg) for arg in args])
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def test_convert_prints_a_summary_and_lists_skipped_files(fresh_folder, tmp_path):
+    (fresh_folder / "cat" / "zero.jpg").write_bytes(b"")
+    result = run("convert", fresh_folder, tmp_path / "s", "-j", "2")
+    assert result.exit_code == 0, result.output
+    assert f"wrote {GOOD} images" in result.output and "images/s" in result.output
+    assert "skipped 1 file(s)" in result.output and "cat/zero.jpg: empty file" in result.output
+    strict = run("convert", fresh_folder, tmp_path / "t", "--strict", "--quiet")
+    assert strict.exit_code == 1 and "--strict" in strict.output
+    assert len(datakit.LMDBDataset(tmp_path / "t")) == GOOD
+
+
+def test_convert_json_and_quiet(image_folder, tmp_path):
+    result = run("convert", image_folder, tmp_path / "s", "--json", "--format", "raw", "--no-verify")
+    report = json.loads(result.output)
+    assert report["written"] == GOOD and report["skipped"] == [] and report["complete"]
+    quiet = run("convert", image_folder, tmp_path / "q", "--quiet")
+    assert quiet.exit_code == 0 and quiet.output == ""
+
+
+def test_missing_source_is_a_usage_error(tmp_path):
+    result = run("convert", tmp_path / "missing", tmp_path / "s")
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_source_without_images_is_one_line(tmp_path):
+    (tmp_path / "src" / "cls").mkdir(parents=True)
+    result = run("convert", tmp_path / "src", tmp_path / "s")
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and "no images found" in result.output
+
+
+def test_existing_destination_is_refused(lmdb_store, image_folder):
+    result = run("convert", image_folder, lmdb_store)
+    assert result.exit_code == 1 and "--overwrite" in result.output
+    both = run("convert", image_folder, lmdb_store, "--resume", "--overwrite")
+    assert both.exit_code == 2 and "exclude each other" in both.output
+
+
+def test_inspect_text_json_verify_preview(lmdb_store, tmp_path):
+    text = run("inspect", lmdb_store)
+    assert text.exit_code == 0 and f"records     {GOOD}" in text.output and "complete" in text.output
+    result = run("inspect", lmdb_store, "--json", "--verify", "--preview", tmp_path / "p.png")
+    summary = json.loads(result.output)
+    for field in ("backend", "path", "length", "classes", "class_counts", "total_bytes",
+                  "format_version", "complete", "skipped"):
+        assert field in summary
+    assert summary["verify"]["ok"] and (tmp_path / "p.png").exists()
+
+
+def test_inspect_missing_store_and_wrong_options(tmp_path, lmdb_store):
+    missing = run("inspect", tmp_path / "nothing")
+    assert missing.exit_code == 1 and "no store at" in missing.output
+    wrong = run("inspect", lmdb_store, "--collection", "x")
+    assert wrong.exit_code == 1 and "only to mongodb://" in wrong.output
+
+
+def test_unexpected_errors_are_one_line_unless_debug(lmdb_store, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr("datakit.inspection.inspect", broken)
+    result = run("inspect", lmdb_store)
+    assert result.exit_code == 1 and "bug in datakit" in result.output and "--debug" in result.output
+    debug = CliRunner().invoke(cli, ["--debug", "inspect", str(lmdb_store)])
+    assert isinstance(debug.exception, ZeroDivisionError)
+
+
+@pytest.mark.integration
+def test_installed_command_runs(tmp_path):
+    version = subprocess.run([sys.executable, "-m", "datakit", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and datakit.__version__ in version.stdout

@@ -1,0 +1,107 @@
+"""LMDBDataset: outputs, attributes, batch reads, integrity, and torch's DataLoader."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import lmdb
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader as TorchDataLoader
+
+import datakit
+from datakit.errors import CorruptRecordError, StoreNotFoundError
+from datakit.manifest import record_key
+from tests.conftest import CLASSES, PER_CLASS
+
+GOOD = len(CLASSES) * PER_CLASS
+
+
+def test_attributes_match_image_folder_conventions(lmdb_store):
+    dataset = datakit.LMDBDataset(lmdb_store)
+    assert len(dataset) == GOOD
+    assert dataset.classes == sorted(CLASSES)
+    assert dataset.class_to_idx == {name: i for i, name in enumerate(sorted(CLASSES))}
+    assert dataset.targets.dtype == np.int64
+    assert list(dataset.targets) == [label for label in range(3) for _ in range(PER_CLASS)]
+
+
+def test_outputs(lmdb_store):
+    pil, label = datakit.LMDBDataset(lmdb_store)[0]
+    assert isinstance(pil, Image.Image) and pil.mode == "RGB" and pil.size == (40, 30) and label == 0
+    array, _ = datakit.LMDBDataset(lmdb_store, output="numpy")[0]
+    assert array.shape == (30, 40, 3) and array.dtype == np.uint8 and array.flags.writeable
+    tensor, _ = datakit.LMDBDataset(lmdb_store, output="tensor")[0]
+    assert tensor.shape == (3, 30, 40) and tensor.dtype == torch.uint8
+    assert torch.equal(tensor.permute(1, 2, 0), torch.from_numpy(array))
+    payload, _ = datakit.LMDBDataset(lmdb_store, output="bytes")[0]
+    assert isinstance(payload, bytes) and payload[:2] == b"\xff\xd8"
+    with pytest.raises(ValueError, match="output must be one of"):
+        datakit.LMDBDataset(lmdb_store, output="jpeg")  # type: ignore[arg-type]
+
+
+def test_transforms_and_indexing(lmdb_store):
+    dataset = datakit.LMDBDataset(lmdb_store, output="numpy", transform=lambda a: a.shape,
+                                  target_transform=lambda y: f"class-{y}")
+    assert dataset[-1] == ((30, 40, 3), "class-2")
+    with pytest.raises(IndexError, match="out of range"):
+        dataset[GOOD]
+
+
+def test_getitems_reads_a_batch_in_one_call_in_order(lmdb_store, monkeypatch):
+    dataset = datakit.LMDBDataset(lmdb_store, output="bytes")
+    singles = [dataset[i] for i in (5, 1, 5, 17)]
+    calls = []
+    reader = dataset._open_reader()
+    original = reader.get_many
+    monkeypatch.setattr(reader, "get_many", lambda indices: calls.append(list(indices)) or original(indices))
+    assert dataset.__getitems__([5, 1, 5, 17]) == singles
+    assert calls == [[5, 1, 5, 17]]
+
+
+def test_pickles_without_open_handles(lmdb_store):
+    dataset = datakit.LMDBDataset(lmdb_store, output="numpy")
+    dataset[0]  # opens this process's environment
+    clone = pickle.loads(pickle.dumps(dataset))
+    assert clone._reader is None
+    assert np.array_equal(clone[3][0], dataset[3][0])
+
+
+def test_missing_store_names_the_path(tmp_path):
+    with pytest.raises(StoreNotFoundError, match="datakit convert"):
+        datakit.LMDBDataset(tmp_path / "nope")
+
+
+def test_checksum_mismatch_names_the_key(image_folder, tmp_path):
+    dest = tmp_path / "s"
+    datakit.convert(image_folder, dest, workers=1)
+    key = record_key(4).encode()
+    with lmdb.open(str(dest)) as env, env.begin(write=True) as txn:
+        data = bytearray(txn.get(key))
+        data[-10] ^= 0xFF
+        txn.put(key, bytes(data))
+    dataset = datakit.LMDBDataset(dest)
+    with pytest.raises(CorruptRecordError, match="0000000004.*checksum") as caught:
+        dataset[4]
+    assert caught.value.key == "0000000004"
+    assert pickle.loads(pickle.dumps(caught.value)).key == "0000000004"  # crosses processes intact
+    dataset[3]  # the others still read
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("num_workers, context", [(0, None), (2, "fork"), (2, "spawn")])
+def test_torch_dataloader_reads_everything(lmdb_store, num_workers, context):
+    dataset = datakit.LMDBDataset(lmdb_store, output="tensor")
+    dataset[0]  # the parent touches the store first; workers must still open their own
+    loader = TorchDataLoader(dataset, batch_size=5, num_workers=num_workers, multiprocessing_context=context)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batches = list(loader)
+    images = torch.cat([images for images, _ in batches])
+    labels = torch.cat([labels for _, labels in batches])
+    assert images.shape == (GOOD, 3, 30, 40)
+    assert labels.tolist() == list(dataset.targets)
+    assert all(torch.equal(images[i], dataset[i][0]) for i in range(GOOD))
