@@ -1,0 +1,100 @@
+"""MongoDB backend: a store is one collection of a database, plus sidecar documents.
+
+``make_spec("mongodb://host:27017/db", collection="train")`` describes the
+store; :class:`MongoSpec` is a frozen, picklable dataclass holding no client.
+A client is opened by the reader or writer, in the process that uses it (see
+:mod:`datakit.stores.mongo_connection`). The layout is described in
+:mod:`datakit.stores.mongo_layout`, the reasoning in ``docs/mongodb.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from datakit.errors import StoreError
+from datakit.stores.base import StoreSpec
+from datakit.stores.mongo_connection import _split_uri, mask_uri, uri_database
+from datakit.stores.mongo_layout import RESERVED_COLLECTIONS
+from datakit.stores.mongo_reader import MongoReader
+from datakit.stores.mongo_writer import MongoWriter
+
+__all__ = ["MongoSpec", "MongoReader", "MongoWriter", "make_spec"]
+
+_BAD_DATABASE_CHARACTERS = '/\\. "$\0'
+
+
+def make_spec(location: str, collection: str | None = None, database: str | None = None) -> MongoSpec:
+    """Registry entry point: the store in ``collection`` of the server at ``location``.
+
+    Args:
+        location: a ``mongodb://`` or ``mongodb+srv://`` URI; its path may
+            name the database (``mongodb://host:27017/imagenet``).
+        collection: the collection holding the samples (required).
+        database: the database; overrides the one in the URI. One of the two
+            must name it.
+
+    Raises:
+        StoreError: no collection or no database was given, or a name is invalid.
+    """
+    masked = mask_uri(location)
+    if not collection:
+        raise StoreError(f"{masked}: a MongoDB store needs a collection; pass --collection NAME "
+                         "(collection=... in Python)")
+    database = database or uri_database(location)
+    if not database:
+        raise StoreError(f"{masked} names no database; add one to the URI "
+                         "(mongodb://HOST:PORT/DATABASE) or pass --database NAME")
+    if any(character in database for character in _BAD_DATABASE_CHARACTERS) or len(database) > 63:
+        raise StoreError(f"{database!r} is not a valid MongoDB database name")
+    if "$" in collection or "\0" in collection or collection.startswith("system."):
+        raise StoreError(f"{collection!r} is not a valid MongoDB collection name")
+    if collection.startswith(RESERVED_COLLECTIONS):
+        raise StoreError(f"{collection!r} is reserved for datakit's own bookkeeping; choose another collection")
+    return MongoSpec(location, collection, database)
+
+
+@dataclass(frozen=True)
+class MongoSpec(StoreSpec):
+    """A store in MongoDB: the samples of ``collection`` in ``database``.
+
+    Attributes:
+        uri: the server's URI as given (it may carry credentials and options).
+        collection: the collection holding one document per sample.
+        database: the database holding the collection and the sidecar.
+    """
+
+    uri: str
+    collection: str
+    database: str
+    backend = "mongodb"
+
+    def open_reader(self) -> MongoReader:
+        return MongoReader(self)
+
+    def open_writer(self) -> MongoWriter:
+        return MongoWriter(self)
+
+    def server(self) -> str:
+        """The URI with the password masked and the store's database as its path."""
+        scheme, userinfo, hosts, rest = _split_uri(mask_uri(self.uri))
+        query = rest.partition("?")[2]
+        user = f"{userinfo}@" if userinfo else ""
+        return f"{scheme}{user}{hosts}/{self.database}" + (f"?{query}" if query else "")
+
+    def describe(self) -> str:
+        return f"{self.server()} collection={self.collection}"
+
+    def command_arguments(self) -> str:
+        """How the CLI names this store (``URI --collection NAME [--database DB]``)."""
+        arguments = f"{mask_uri(self.uri)} --collection {self.collection}"
+        if uri_database(self.uri) != self.database:
+            arguments += f" --database {self.database}"
+        return arguments
+
+    def summary_fields(self) -> dict[str, Any]:
+        return {"backend": self.backend, "uri": mask_uri(self.uri), "database": self.database,
+                "collection": self.collection, "path": self.describe()}
+
+    def __repr__(self) -> str:  # never show a password, even in a traceback
+        return f"MongoSpec(uri={mask_uri(self.uri)!r}, collection={self.collection!r}, database={self.database!r})"

@@ -1,0 +1,128 @@
+"""How a datakit store is laid out in a MongoDB database (pure data, no I/O).
+
+A store named by ``(database, collection)`` is::
+
+    <collection>            one document per sample:
+        {_id: index, key: record_key(index), label, source, data: BinData(record)}
+        or, for a record too large for a document (see INLINE_LIMIT):
+        {_id, key, label, source, size, gridfs: <id of a file in __datakit_fs__>}
+    __datakit_meta__        the sidecar collection, shared by the database's stores,
+                            each document tagged with {collection: <collection>}:
+        progress:<collection>      settings, running stats, committed count N;
+                                   present while the conversion is incomplete
+        labels:<part>:<collection> int32 little-endian labels, LABELS_PER_PART each
+        manifest:<collection>      Manifest.to_json() text; written last
+    __datakit_fs__.files/.chunks   GridFS bucket for oversized records, each file
+                                   tagged {collection, index} in its metadata
+
+The record bytes in ``data`` are the whole record of :mod:`datakit.records`
+(header, payload, checksum); this backend never looks inside them. See
+``docs/mongodb.md`` for the reasoning (exactly-once resume, fork safety).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from datakit.manifest import record_key
+from datakit.stores.base import PendingRecord
+
+__all__ = [
+    "META_COLLECTION",
+    "GRIDFS_BUCKET",
+    "INLINE_LIMIT",
+    "LABELS_PER_PART",
+    "progress_id",
+    "manifest_id",
+    "labels_id",
+    "sample_document",
+    "decode_source",
+    "label_parts",
+    "join_label_parts",
+]
+
+META_COLLECTION = "__datakit_meta__"
+GRIDFS_BUCKET = "__datakit_fs__"
+RESERVED_COLLECTIONS = (META_COLLECTION, GRIDFS_BUCKET)
+
+INLINE_LIMIT = 16 * 1024 * 1024 - 256 * 1024
+"""Records above this size go to GridFS: a document may not exceed 16 MiB, and
+the rest of the document (key, label, source path) needs room too."""
+
+LABELS_PER_PART = 1 << 20
+"""Labels per label document (4 MiB of int32), far below the document limit."""
+
+_INT32 = struct.Struct("<i")
+
+
+def progress_id(collection: str) -> str:
+    return f"progress:{collection}"
+
+
+def manifest_id(collection: str) -> str:
+    return f"manifest:{collection}"
+
+
+def labels_id(collection: str, part: int) -> str:
+    return f"labels:{part}:{collection}"
+
+
+def _encode_source(source: str) -> str | bytes:
+    """The source path as BSON can hold it: text, or bytes for undecodable names."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:  # a surrogate-escaped file name
+        return source.encode("utf-8", "surrogateescape")
+    return source
+
+
+def decode_source(value: Any) -> str:
+    """A stored source path back as the ``str`` the pipeline gave."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "surrogateescape")
+    return value if isinstance(value, str) else "?"
+
+
+def sample_document(record: PendingRecord, gridfs_id: Any = None) -> dict[str, Any]:
+    """The document of one record; ``gridfs_id`` when its bytes live in GridFS."""
+    from bson import Binary
+
+    document: dict[str, Any] = {
+        "_id": int(record.index),
+        "key": record_key(record.index),
+        "label": int(record.label),
+        "source": _encode_source(record.source),
+    }
+    if gridfs_id is None:
+        document["data"] = Binary(record.data)
+    else:
+        document["gridfs"] = gridfs_id
+        document["size"] = len(record.data)
+    return document
+
+
+def label_parts(collection: str, labels: np.ndarray) -> Iterator[dict[str, Any]]:
+    """The label documents for ``labels`` (at least one, even when empty)."""
+    from bson import Binary
+
+    raw = np.asarray(labels, dtype="<i4")
+    count = max(1, -(-len(raw) // LABELS_PER_PART))
+    for part in range(count):
+        chunk = raw[part * LABELS_PER_PART:(part + 1) * LABELS_PER_PART]
+        yield {"_id": labels_id(collection, part), "collection": collection, "kind": "labels",
+               "part": part, "labels": Binary(chunk.tobytes())}
+
+
+def join_label_parts(documents: list[dict[str, Any]]) -> bytes | None:
+    """The int32 label table from its documents; ``None`` when parts are missing or malformed."""
+    parts = sorted(documents, key=lambda document: document.get("part", -1))
+    if [document.get("part") for document in parts] != list(range(len(parts))):
+        return None
+    chunks = [document.get("labels") for document in parts]
+    if not all(isinstance(chunk, (bytes, bytearray)) and len(chunk) % _INT32.size == 0 for chunk in chunks):
+        return None
+    return b"".join(bytes(chunk) for chunk in chunks)  # type: ignore[arg-type]

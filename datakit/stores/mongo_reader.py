@@ -1,0 +1,182 @@
+"""Reading a complete MongoDB store, one reader per process.
+
+A batch is one ``find({"_id": {"$in": [...]}})``; ``$in`` returns documents in
+no particular order, so the requested order (duplicates included) is restored
+here. Records are streamed in windows of consecutive ``_id`` ranges, which
+use the ``_id`` index, need no server-side sort, and bound memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
+from datakit.manifest import Manifest, record_key
+from datakit.stores.base import StoreReader
+from datakit.stores.mongo_connection import MongoConnection
+from datakit.stores.mongo_layout import (
+    GRIDFS_BUCKET,
+    META_COLLECTION,
+    decode_source,
+    join_label_parts,
+    manifest_id,
+    progress_id,
+)
+
+if TYPE_CHECKING:
+    from datakit.stores.mongo import MongoSpec
+
+__all__ = ["MongoReader", "incomplete_message"]
+
+_WINDOW = 256  # sample documents per query while streaming
+
+
+class MongoReader(StoreReader):
+    """Reads a complete MongoDB store. Open one per process.
+
+    Args:
+        spec: the store.
+
+    Raises:
+        StoreNotFoundError: neither the collection nor any datakit document exists.
+        IncompleteStoreError: the store has no manifest.
+        StoreUnavailableError: the server cannot be reached or refused the credentials.
+    """
+
+    def __init__(self, spec: MongoSpec) -> None:
+        self.spec = spec
+        self._connection = MongoConnection(spec.uri, spec.database, spec.describe())
+        try:
+            self._manifest = self._load_manifest()
+        except BaseException:
+            self.close()
+            raise
+
+    # collections of this process's client
+
+    def _samples(self) -> Any:
+        return self._connection.database()[self.spec.collection]
+
+    def _meta(self) -> Any:
+        return self._connection.database()[META_COLLECTION]
+
+    def _load_manifest(self) -> Manifest:
+        where = self.spec.describe()
+        collection = self.spec.collection
+        document = self._connection.call(lambda: self._meta().find_one({"_id": manifest_id(collection)}))
+        if document is not None:
+            raw = document.get("manifest")
+            if not isinstance(raw, str):
+                raise StoreError(f"{where}: the manifest document holds no manifest text")
+            return Manifest.from_json(raw.encode("utf-8"), where)
+        progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
+        if progress is not None:
+            raise IncompleteStoreError(incomplete_message(self.spec, progress))
+        names = self._connection.call(lambda: self._connection.database().list_collection_names())
+        if collection in names:
+            raise IncompleteStoreError(
+                f"{where} has no datakit manifest: it was not written by `datakit convert`, "
+                "or its conversion never committed; convert into it with "
+                f"`datakit convert SRC {self.spec.command_arguments()} --overwrite`"
+            )
+        raise StoreNotFoundError(
+            f"no store at {where} (the collection does not exist); create one with "
+            f"`datakit convert SRC {self.spec.command_arguments()}`"
+        )
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    def labels(self) -> np.ndarray:
+        where = self.spec.describe()
+        collection = self.spec.collection
+        documents = self._connection.call(
+            lambda: list(self._meta().find({"collection": collection, "kind": "labels"})))
+        raw = join_label_parts(documents)
+        labels = np.frombuffer(raw or b"", dtype="<i4")
+        if raw is None or len(labels) != self._manifest.length:
+            raise StoreError(f"{where}: the label table does not match the manifest")
+        if len(labels) and (labels.min() < 0 or labels.max() >= len(self._manifest.classes)):
+            raise StoreError(f"{where}: the label table holds labels outside the classes")
+        return labels.astype(np.int64)
+
+    def get_many(self, indices: Sequence[int]) -> list[bytes]:
+        wanted = [int(index) for index in indices]
+        keys = [record_key(index) for index in wanted]
+        unique = list(dict.fromkeys(wanted))
+        documents = self._connection.call(
+            lambda: list(self._samples().find({"_id": {"$in": unique}}, {"data": 1, "gridfs": 1})),
+            keys,
+        )
+        by_index = {document["_id"]: document for document in documents}
+        records: dict[int, bytes] = {}
+        for index in unique:
+            document = by_index.get(index)
+            if document is None:
+                raise CorruptRecordError(record_key(index), f"missing from {self.spec.describe()}")
+            records[index] = self._record_bytes(document)
+        return [records[index] for index in wanted]
+
+    def _record_bytes(self, document: dict[str, Any]) -> bytes:
+        data = document.get("data")
+        if isinstance(data, bytes):
+            return data
+        key = record_key(document["_id"])
+        if "gridfs" not in document:
+            raise CorruptRecordError(key, f"its document in {self.spec.describe()} holds no record bytes")
+        return self._connection.call(lambda: self._read_gridfs(document["gridfs"], key), [key])
+
+    def _read_gridfs(self, file_id: Any, key: str) -> bytes:
+        import gridfs
+
+        bucket = gridfs.GridFSBucket(self._connection.database(), bucket_name=GRIDFS_BUCKET)
+        try:
+            data: bytes = bucket.open_download_stream(file_id).read()
+        except gridfs.errors.NoFile:
+            raise CorruptRecordError(key, f"its GridFS file is missing from {self.spec.describe()}") from None
+        return data
+
+    def iter_records(self) -> Iterator[tuple[int, bytes]]:
+        length = self._manifest.length
+        for start in range(0, length, _WINDOW):
+            stop = min(start + _WINDOW, length)
+            keys = [record_key(start), record_key(stop - 1)]
+            documents = self._connection.call(
+                lambda: list(self._samples().find({"_id": {"$gte": start, "$lt": stop}},
+                                                  {"data": 1, "gridfs": 1}).batch_size(_WINDOW)),
+                keys,
+            )
+            by_index = {document["_id"]: document for document in documents}
+            for index in range(start, stop):
+                document = by_index.get(index)
+                if document is None:
+                    raise CorruptRecordError(record_key(index), f"missing from {self.spec.describe()}")
+                yield index, self._record_bytes(document)
+
+    def source_paths(self, indices: Sequence[int]) -> list[str]:
+        wanted = [int(index) for index in indices]
+        unique = list(dict.fromkeys(wanted))
+        documents = self._connection.call(
+            lambda: list(self._samples().find({"_id": {"$in": unique}}, {"source": 1})),
+            [record_key(index) for index in wanted],
+        )
+        by_index = {document["_id"]: decode_source(document.get("source")) for document in documents}
+        return [by_index.get(index, "?") for index in wanted]
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def incomplete_message(spec: MongoSpec, progress: dict[str, Any]) -> str:
+    """The error message for a store whose conversion was interrupted."""
+    settings = progress.get("settings")
+    source = settings.get("source") if isinstance(settings, dict) else None
+    return (
+        f"{spec.describe()} is an incomplete store (its conversion was interrupted); "
+        f"finish it with `datakit convert {source if isinstance(source, str) else 'SRC'} "
+        f"{spec.command_arguments()} --resume`"
+    )

@@ -1,0 +1,256 @@
+"""Writing one conversion into a MongoDB collection, resumable exactly once.
+
+MongoDB offers no multi-document transaction on a standalone server, so the
+writer keeps one invariant instead: the progress document's ``committed``
+count N is raised only after a batch is fully inserted (and journaled), and
+sample ``_id`` s are the indices ``0 .. N-1``. A run killed mid-batch leaves
+documents with ``_id >= N`` behind; :meth:`MongoWriter.committed_state`
+deletes them (and their GridFS files) before the conversion continues from N,
+so every image ends up in the store exactly once.
+
+Every write uses ``w="majority", j=True`` (the journal, on a majority of a
+replica set, or on the one server of a standalone) unless the URI sets its
+own ``w`` or ``journal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from datakit.errors import DestinationExistsError, StoreError
+from datakit.manifest import Manifest, Stats, record_key
+from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter
+from datakit.stores.mongo_connection import MongoConnection, uri_options
+from datakit.stores.mongo_layout import (
+    GRIDFS_BUCKET,
+    INLINE_LIMIT,
+    META_COLLECTION,
+    decode_source,
+    label_parts,
+    manifest_id,
+    progress_id,
+    sample_document,
+)
+
+if TYPE_CHECKING:
+    from datakit.stores.mongo import MongoSpec
+
+__all__ = ["MongoWriter"]
+
+_DUPLICATE_KEY = 11000
+_DELETE_CHUNK = 1000
+
+
+class MongoWriter(StoreWriter):
+    """Writes one conversion into ``spec.collection``, durably batch by batch.
+
+    Args:
+        spec: the store to write.
+    """
+
+    def __init__(self, spec: MongoSpec) -> None:
+        self.spec = spec
+        self._where = spec.describe()
+        self._connection = MongoConnection(spec.uri, spec.database, self._where)
+        self._conversion: ConversionSettings | None = None
+
+    # handles
+
+    def _database(self) -> Any:
+        from pymongo import WriteConcern
+
+        options = uri_options(self.spec.uri)
+        if "w" in options or "journal" in options:
+            return self._connection.database()
+        return self._connection.database(WriteConcern(w="majority", j=True))
+
+    def _samples(self) -> Any:
+        return self._database()[self.spec.collection]
+
+    def _meta(self) -> Any:
+        return self._database()[META_COLLECTION]
+
+    def _bucket(self) -> Any:
+        import gridfs
+
+        database = self._database()
+        return gridfs.GridFSBucket(database, bucket_name=GRIDFS_BUCKET,
+                                   write_concern=database.write_concern)
+
+    def _find_meta(self, document_id: str) -> dict[str, Any] | None:
+        document: dict[str, Any] | None = self._connection.call(
+            lambda: self._meta().find_one({"_id": document_id}))
+        return document
+
+    # what is at the location
+
+    def exists(self) -> bool:
+        names = self._connection.call(lambda: self._database().list_collection_names())
+        if self.spec.collection in names:
+            return True
+        return self.is_store()
+
+    def is_store(self) -> bool:
+        collection = self.spec.collection
+        return (self._find_meta(manifest_id(collection)) is not None
+                or self._find_meta(progress_id(collection)) is not None)
+
+    def is_complete(self) -> bool:
+        return self._find_meta(manifest_id(self.spec.collection)) is not None
+
+    def remove(self) -> None:
+        collection = self.spec.collection
+        if not self.is_store():
+            raise DestinationExistsError(
+                f"{self._where} exists and is not a datakit store; refusing to delete it. "
+                "Drop it yourself or choose another collection."
+            )
+        call = self._connection.call
+        # Mark the store incomplete first, so an interrupted removal leaves a store
+        # that readers refuse and that --overwrite removes again.
+        call(lambda: self._meta().update_one(
+            {"_id": progress_id(collection)},
+            {"$set": {"collection": collection, "kind": "progress", "removing": True}}, upsert=True))
+        call(lambda: self._meta().delete_one({"_id": manifest_id(collection)}))
+        call(lambda: self._samples().drop())
+        self._delete_gridfs_files({"metadata.collection": collection})
+        call(lambda: self._meta().delete_many({"collection": collection, "kind": {"$ne": "progress"}}))
+        call(lambda: self._meta().delete_one({"_id": progress_id(collection)}))
+
+    # a conversion
+
+    def create(self, settings: ConversionSettings) -> None:
+        from pymongo.errors import CollectionInvalid
+
+        def create_collection() -> None:
+            try:
+                self._database().create_collection(self.spec.collection)
+            except CollectionInvalid:  # already there (an empty one, or a retried call)
+                pass
+
+        self._connection.call(create_collection)
+        self._conversion = settings
+        self._write_progress(settings, Stats(class_counts=[0] * len(settings.classes)))
+
+    def committed_state(self) -> CommittedState:
+        collection = self.spec.collection
+        if self.is_complete():
+            raise StoreError(f"{self._where} is already complete; there is nothing to resume")
+        progress = self._find_meta(progress_id(collection))
+        settings = ConversionSettings.from_dict(progress.get("settings") if progress else None)
+        committed = progress.get("committed") if progress else None
+        if progress is None or settings is None or not isinstance(committed, int) or progress.get("removing"):
+            raise StoreError(f"{self._where} has no readable conversion progress, so there is "
+                             "nothing to resume; reconvert with --overwrite")
+        stats = Stats.from_dict(progress.get("stats"), self._where)
+        if stats.length != committed:
+            raise StoreError(f"{self._where}: the progress document disagrees with itself; "
+                             "reconvert with --overwrite")
+        self._discard_uncommitted(committed)
+        sources, labels = self._read_committed(committed)
+        state = CommittedState(settings, stats, sources, labels)
+        self._conversion = settings
+        return state
+
+    def _discard_uncommitted(self, committed: int) -> None:
+        """Delete what a batch interrupted after the last commit left behind."""
+        collection = self.spec.collection
+        call = self._connection.call
+        # Find, then delete by _id: some servers compare ranges in deletes as text.
+        stray = call(lambda: [document["_id"] for document in
+                              self._samples().find({"_id": {"$gte": committed}}, {"_id": 1})])
+        for start in range(0, len(stray), _DELETE_CHUNK):
+            chunk = stray[start:start + _DELETE_CHUNK]
+            call(lambda: self._samples().delete_many({"_id": {"$in": chunk}}))
+        self._delete_gridfs_files({"metadata.collection": collection, "metadata.index": {"$gte": committed}})
+
+    def _read_committed(self, committed: int) -> tuple[list[str], list[int]]:
+        documents = self._connection.call(
+            lambda: list(self._samples().find({"_id": {"$lt": committed}}, {"source": 1, "label": 1})))
+        sources: list[str | None] = [None] * committed
+        labels = [0] * committed
+        for document in documents:
+            index = document["_id"]
+            if isinstance(index, int) and 0 <= index < committed:
+                sources[index] = decode_source(document.get("source"))
+                labels[index] = int(document.get("label", -1))
+        if len(documents) != committed or any(source is None for source in sources):
+            raise StoreError(f"{self._where}: the progress document disagrees with the stored "
+                             "samples; reconvert with --overwrite")
+        return [source for source in sources if source is not None], labels
+
+    def commit(self, records: Sequence[PendingRecord], stats: Stats) -> None:
+        settings = self._conversion
+        if settings is None:
+            raise StoreError(f"{self._where}: commit before create() or committed_state()")
+        documents = [self._document(record) for record in records]
+        if documents:
+            keys = [record_key(records[0].index), record_key(records[-1].index)]
+            self._connection.call(lambda: self._insert(documents), keys)
+        self._write_progress(settings, stats)
+
+    def _document(self, record: PendingRecord) -> dict[str, Any]:
+        if len(record.data) <= INLINE_LIMIT:
+            return sample_document(record)
+        collection = self.spec.collection
+        key = record_key(record.index)
+        # A retried upload replaces the earlier one rather than adding a second file.
+        self._delete_gridfs_files({"metadata.collection": collection, "metadata.index": record.index})
+        file_id = self._connection.call(lambda: self._bucket().upload_from_stream(
+            key, record.data, metadata={"collection": collection, "index": record.index}), [key])
+        return sample_document(record, gridfs_id=file_id)
+
+    def _insert(self, documents: list[dict[str, Any]]) -> None:
+        from pymongo.errors import BulkWriteError
+
+        try:
+            self._samples().insert_many(documents, ordered=False)
+        except BulkWriteError as exc:
+            # A duplicate key is a document a retried insert already wrote.
+            errors = exc.details.get("writeErrors", [])
+            if not errors or any(error.get("code") != _DUPLICATE_KEY for error in errors) \
+                    or exc.details.get("writeConcernErrors"):
+                raise
+
+    def _write_progress(self, settings: ConversionSettings, stats: Stats) -> None:
+        collection = self.spec.collection
+        document = {"_id": progress_id(collection), "collection": collection, "kind": "progress",
+                    "settings": settings.to_dict(), "stats": stats.to_dict(), "committed": stats.length}
+        self._connection.call(lambda: self._meta().replace_one(
+            {"_id": progress_id(collection)}, document, upsert=True))
+
+    def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
+        collection = self.spec.collection
+        call = self._connection.call
+        call(lambda: self._meta().delete_many({"collection": collection, "kind": "labels"}))
+        for document in label_parts(collection, labels):
+            call(lambda: self._meta().replace_one({"_id": document["_id"]}, document, upsert=True))
+        manifest_document = {"_id": manifest_id(collection), "collection": collection, "kind": "manifest",
+                             "manifest": manifest.to_json().decode("utf-8"),
+                             "length": manifest.length, "keys": manifest.keys}
+        call(lambda: self._meta().replace_one({"_id": manifest_id(collection)}, manifest_document,
+                                              upsert=True))
+        call(lambda: self._meta().delete_one({"_id": progress_id(collection)}))
+
+    def close(self) -> None:
+        self._connection.close()
+
+    # GridFS
+
+    def _delete_gridfs_files(self, query: dict[str, Any]) -> None:
+        from pymongo.errors import OperationFailure
+
+        import gridfs
+
+        def delete_all() -> None:
+            bucket = self._bucket()
+            for file_id in [grid_out._id for grid_out in bucket.find(query)]:
+                try:
+                    bucket.delete(file_id)
+                except (gridfs.errors.NoFile, OperationFailure):
+                    pass  # already gone
+
+        self._connection.call(delete_all)
