@@ -124,7 +124,7 @@ class MongoReader(StoreReader):
     def _record_bytes(self, document: dict[str, Any]) -> bytes:
         data = document.get("data")
         if isinstance(data, bytes):
-            return data
+            return data if type(data) is bytes else bytes(data)  # a bson Binary subclass
         key = record_key(document["_id"])
         if "gridfs" not in document:
             raise CorruptRecordError(key, f"its document in {self.spec.describe()} holds no record bytes")

@@ -5,8 +5,10 @@ writer keeps one invariant instead: the progress document's ``committed``
 count N is raised only after a batch is fully inserted (and journaled), and
 sample ``_id`` s are the indices ``0 .. N-1``. A run killed mid-batch leaves
 documents with ``_id >= N`` behind; :meth:`MongoWriter.committed_state`
-deletes them (and their GridFS files) before the conversion continues from N,
-so every image ends up in the store exactly once.
+deletes them (and their GridFS files) before the resumed conversion writes
+anything, so every image ends up in the store exactly once. Reading the
+committed state itself changes nothing: ``datakit inspect`` reads it too,
+possibly while a conversion still runs.
 
 Every write uses ``w="majority", j=True`` (the journal, on a majority of a
 replica set, or on the one server of a standalone) unless the URI sets its
@@ -56,6 +58,7 @@ class MongoWriter(StoreWriter):
         self._where = spec.describe()
         self._connection = MongoConnection(spec.uri, spec.database, self._where)
         self._conversion: ConversionSettings | None = None
+        self._resumed_at: int | None = None  # committed count to clean up after, once
 
     # handles
 
@@ -149,11 +152,16 @@ class MongoWriter(StoreWriter):
         if stats.length != committed:
             raise StoreError(f"{self._where}: the progress document disagrees with itself; "
                              "reconvert with --overwrite")
-        self._discard_uncommitted(committed)
         sources, labels = self._read_committed(committed)
         state = CommittedState(settings, stats, sources, labels)
         self._conversion = settings
+        self._resumed_at = committed
         return state
+
+    def _discard_uncommitted_once(self) -> None:
+        if self._resumed_at is not None:
+            self._discard_uncommitted(self._resumed_at)
+            self._resumed_at = None
 
     def _discard_uncommitted(self, committed: int) -> None:
         """Delete what a batch interrupted after the last commit left behind."""
@@ -186,6 +194,7 @@ class MongoWriter(StoreWriter):
         settings = self._conversion
         if settings is None:
             raise StoreError(f"{self._where}: commit before create() or committed_state()")
+        self._discard_uncommitted_once()
         documents = [self._document(record) for record in records]
         if documents:
             keys = [record_key(records[0].index), record_key(records[-1].index)]
@@ -225,6 +234,7 @@ class MongoWriter(StoreWriter):
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         collection = self.spec.collection
         call = self._connection.call
+        self._discard_uncommitted_once()
         call(lambda: self._meta().delete_many({"collection": collection, "kind": "labels"}))
         for document in label_parts(collection, labels):
             call(lambda: self._meta().replace_one({"_id": document["_id"]}, document, upsert=True))
