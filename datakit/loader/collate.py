@@ -105,7 +105,7 @@ def default_convert(data: Any) -> Any:
 def _in_worker_process() -> bool:
     from datakit.loader.worker import get_worker_info
 
-    return get_worker_info() is not None or torch.utils.data.get_worker_info() is not None
+    return get_worker_info() is not None
 
 
 def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+import torch.utils.data
 
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
@@ -45,13 +46,33 @@ class WorkerInfo:
 _worker_info: WorkerInfo | None = None
 
 
-def get_worker_info() -> WorkerInfo | None:
+def get_worker_info() -> Any:
     """Returns this worker's :class:`WorkerInfo`, or None in the main process.
 
     Use it in an iterable dataset's ``__iter__`` to give each worker its own
     shard, or in ``worker_init_fn`` to configure each worker's dataset copy.
+    In a worker of torch's own ``DataLoader`` it returns torch's worker info,
+    so a dataset written against datakit shards the same way under both.
     """
-    return _worker_info
+    if _worker_info is not None:
+        return _worker_info
+    return torch.utils.data.get_worker_info()
+
+
+def _publish_to_torch(info: WorkerInfo) -> None:
+    """Makes ``torch.utils.data.get_worker_info()`` answer in datakit workers too.
+
+    Datasets written for torch shard themselves with torch's function; torch
+    keeps its answer in a private module global, so this is best effort.
+    """
+    try:
+        from torch.utils.data._utils import worker as torch_worker
+
+        torch_worker._worker_info = torch_worker.WorkerInfo(
+            id=info.id, num_workers=info.num_workers, seed=info.seed, dataset=info.dataset
+        )
+    except (ImportError, AttributeError, TypeError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -128,6 +149,7 @@ def worker_loop(
         seed = _seed_everything(config.base_seed, worker_id)
         dataset = config.dataset
         _worker_info = WorkerInfo(id=worker_id, num_workers=config.num_workers, seed=seed, dataset=dataset)
+        _publish_to_torch(_worker_info)
         where = f"DataLoader worker process {worker_id} (pid {os.getpid()})"
         pending_failure: WorkerFailure | None = None
         fetcher: Fetcher | None = None

@@ -1,0 +1,140 @@
+"""Helpers for the loader tests: torch-vs-datakit comparison and process/leak probes."""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+import datakit
+
+DEADLINE_SECONDS = 15.0
+
+
+def child_pids() -> set[int]:
+    """Direct children of this process (including zombies), read from /proc."""
+    found: set[int] = set()
+    task_dir = f"/proc/{os.getpid()}/task"
+    for task in os.listdir(task_dir):
+        try:
+            with open(f"{task_dir}/{task}/children") as handle:
+                found.update(int(pid) for pid in handle.read().split())
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def infrastructure_pids() -> set[int]:
+    """Long-lived helper processes multiprocessing starts once per program (forkserver, resource tracker)."""
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
+    pids = {
+        getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None),
+        getattr(multiprocessing.resource_tracker._resource_tracker, "_pid", None),
+    }
+    return {pid for pid in pids if pid is not None}
+
+
+def leaked_children(before: set[int]) -> set[int]:
+    """Children that did not exist in ``before``, other than multiprocessing's helpers."""
+    return child_pids() - before - infrastructure_pids()
+
+
+def process_gone(pid: int) -> bool:
+    """True when ``pid`` no longer exists (or is a zombie, which only its parent can reap)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def shm_files() -> set[str]:
+    try:
+        return {name for name in os.listdir("/dev/shm") if "torch" in name}
+    except FileNotFoundError:
+        return set()
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = DEADLINE_SECONDS) -> bool:
+    """Polls ``condition`` until it holds or the deadline passes; returns its last value."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def assert_same(expected: Any, actual: Any, path: str = "batch") -> None:
+    """Structural equality: same container types, tensors equal in dtype, shape and values."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual)}"
+        assert expected.dtype == actual.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        assert expected.shape == actual.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+        assert torch.equal(expected, actual), f"{path}: values differ\n{expected}\n{actual}"
+        return
+    assert type(expected) is type(actual), f"{path}: type {type(actual)} != {type(expected)}"
+    if isinstance(expected, dict):
+        assert list(expected) == list(actual), f"{path}: keys differ"
+        for key in expected:
+            assert_same(expected[key], actual[key], f"{path}[{key!r}]")
+    elif isinstance(expected, (list, tuple)):
+        assert len(expected) == len(actual), f"{path}: length {len(actual)} != {len(expected)}"
+        for position, (left, right) in enumerate(zip(expected, actual)):
+            assert_same(left, right, f"{path}[{position}]")
+    elif isinstance(expected, np.ndarray):
+        np.testing.assert_array_equal(expected, actual)
+    else:
+        assert expected == actual, f"{path}: {actual!r} != {expected!r}"
+
+
+def run_loader(loader_class: type, dataset: Any, make_kwargs: Callable[[], dict], epochs: int, seed: int) -> list:
+    """All batches of ``epochs`` passes, with the global and loader RNGs seeded the same way."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    kwargs = make_kwargs()
+    loader = loader_class(dataset, **kwargs)
+    try:
+        return [list(loader) for _ in range(epochs)]
+    finally:
+        del loader
+        gc.collect()
+
+
+def compare_with_torch(
+    dataset: Any, make_kwargs: Callable[[], dict], epochs: int = 1, seed: int = 0
+) -> list:
+    """Runs the same configuration through torch's and datakit's loaders and asserts equal batches.
+
+    Args:
+        dataset: Shared by both loaders.
+        make_kwargs: Builds fresh loader arguments (fresh samplers and generators) per loader.
+        epochs: Passes over each loader (persistent workers are reused between them).
+        seed: Seeds the global torch RNG before each loader is built.
+
+    Returns:
+        datakit's batches.
+    """
+    expected = run_loader(torch.utils.data.DataLoader, dataset, make_kwargs, epochs, seed)
+    actual = run_loader(datakit.DataLoader, dataset, make_kwargs, epochs, seed)
+    assert len(expected) == len(actual)
+    for epoch, (left, right) in enumerate(zip(expected, actual)):
+        assert len(left) == len(right), f"epoch {epoch}: {len(right)} batches, torch gave {len(left)}"
+        assert_same(left, right, f"epoch{epoch}")
+    return actual[-1]
+
+
+def seeded(seed: int) -> torch.Generator:
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return generator

@@ -1,0 +1,86 @@
+"""default_collate and default_convert behave as torch's."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from _loader_helpers import assert_same
+from PIL import Image
+
+import datakit
+
+Pair = collections.namedtuple("Pair", ["a", "b"])
+
+BATCHES = {
+    "tensors": [torch.arange(3), torch.arange(3) + 1],
+    "numpy": [np.ones((2, 2), dtype=np.float32), np.zeros((2, 2), dtype=np.float32)],
+    "numpy-scalars": [np.float64(1.5), np.float64(2.5)],
+    "numpy-bools": [np.bool_(True), np.bool_(False)],
+    "ints": [1, 2, 3],
+    "bools": [True, False],
+    "floats": [0.5, 1.5],
+    "strings": ["a", "b"],
+    "bytes": [b"a", b"b"],
+    "dicts": [{"x": 1, "y": "p"}, {"x": 2, "y": "q"}],
+    "ordered-dicts": [collections.OrderedDict(x=1.0), collections.OrderedDict(x=2.0)],
+    "namedtuples": [Pair(1, torch.zeros(2)), Pair(2, torch.ones(2))],
+    "tuples": [(1, "a"), (2, "b")],
+    "lists": [[1, 2], [3, 4]],
+    "nested": [{"p": [Pair(np.int32(1), 2.0)]}, {"p": [Pair(np.int32(3), 4.0)]}],
+}
+
+
+@pytest.mark.parametrize("name", list(BATCHES))
+def test_default_collate_matches_torch(name):
+    batch = BATCHES[name]
+    assert_same(tud.default_collate(batch), datakit.default_collate(batch))
+
+
+@pytest.mark.parametrize("name", list(BATCHES))
+def test_default_convert_matches_torch(name):
+    for sample in BATCHES[name]:
+        assert_same(tud.default_convert(sample), datakit.default_convert(sample))
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [np.array(["a", "b"]), np.array([object()], dtype=object), np.str_("s"), "text", 3, None],
+)
+def test_default_convert_leaves_other_values(sample):
+    assert datakit.default_convert(sample) is sample
+
+
+def test_uneven_sequences_raise():
+    with pytest.raises(RuntimeError, match="equal size"):
+        datakit.default_collate([[1, 2], [3]])
+
+
+def test_string_arrays_and_unknown_types_raise_type_error():
+    with pytest.raises(TypeError, match="batch must contain"):
+        datakit.default_collate([np.array(["a"]), np.array(["b"])])
+    with pytest.raises(TypeError, match="batch must contain"):
+        datakit.default_collate([object(), object()])
+
+
+def test_pil_image_says_how_to_fix():
+    images = [Image.new("RGB", (2, 2)), Image.new("RGB", (2, 2))]
+    with pytest.raises(TypeError, match='output="tensor"') as caught:
+        datakit.default_collate(images)
+    assert "transform" in str(caught.value)
+
+
+def test_collate_in_main_process_is_not_shared():
+    assert not datakit.default_collate([torch.zeros(2), torch.ones(2)]).is_shared()
+
+
+def test_collate_in_worker_uses_shared_memory():
+    loader = datakit.DataLoader(
+        range(4), batch_size=2, num_workers=1, collate_fn=lambda batch: datakit.default_collate(
+            [torch.tensor([i]) for i in batch]
+        ).is_shared()
+    )
+    assert list(loader) == [True, True]

@@ -1,0 +1,221 @@
+"""datakit.DataLoader yields exactly the batches torch's DataLoader yields, configuration by configuration."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.utils.data as tud
+from _loader_datasets import (
+    GetItemsDataset,
+    NestedDataset,
+    RandomDataset,
+    RangeDataset,
+    ShardedIterable,
+    TorchShardedIterable,
+)
+from _loader_helpers import assert_same, compare_with_torch, run_loader, seeded
+
+import datakit
+from datakit import samplers
+
+# Three workers on a two-core machine make both loaders warn; that is expected here.
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:This DataLoader will create")]
+
+WORKERS = [0, 2, 3]
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_sequential(num_workers):
+    compare_with_torch(RangeDataset(23), lambda: {"batch_size": 4, "num_workers": num_workers})
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_shuffled_with_generator(num_workers):
+    compare_with_torch(
+        RandomDataset(20),
+        lambda: {"batch_size": 3, "shuffle": True, "num_workers": num_workers, "generator": seeded(11)},
+    )
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_shuffled_with_global_rng(num_workers):
+    compare_with_torch(RandomDataset(17), lambda: {"batch_size": 4, "shuffle": True, "num_workers": num_workers})
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_drop_last(num_workers):
+    batches = compare_with_torch(
+        RangeDataset(23),
+        lambda: {"batch_size": 5, "shuffle": True, "drop_last": True, "num_workers": num_workers, "generator": seeded(2)},
+    )
+    assert len(batches) == 4
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_no_auto_batching(num_workers):
+    compare_with_torch(
+        NestedDataset(9), lambda: {"batch_size": None, "shuffle": True, "num_workers": num_workers, "generator": seeded(4)}
+    )
+
+
+@pytest.mark.parametrize("module", [samplers, tud], ids=["datakit-samplers", "torch-samplers"])
+@pytest.mark.parametrize(
+    "make_sampler",
+    [
+        lambda m: m.SequentialSampler(range(19)),
+        lambda m: m.RandomSampler(range(19), generator=seeded(5)),
+        lambda m: m.RandomSampler(range(19), replacement=True, num_samples=40, generator=seeded(5)),
+        lambda m: m.SubsetRandomSampler([1, 4, 9, 16, 18, 2, 3], generator=seeded(5)),
+        lambda m: m.WeightedRandomSampler([1.0, 0.1, 3.0, 2.0] * 4, 21, generator=seeded(5)),
+        lambda m: m.DistributedSampler(range(19), num_replicas=3, rank=1, seed=8),
+    ],
+    ids=["sequential", "random", "replacement", "subset", "weighted", "distributed"],
+)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_every_sampler(module, make_sampler, num_workers):
+    compare_with_torch(
+        RandomDataset(19), lambda: {"batch_size": 4, "sampler": make_sampler(module), "num_workers": num_workers}
+    )
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batch_sampler(num_workers):
+    def make():
+        sampler = samplers.RandomSampler(range(20), generator=seeded(9))
+        return {"batch_sampler": samplers.BatchSampler(sampler, 6, drop_last=False), "num_workers": num_workers}
+
+    compare_with_torch(RangeDataset(20), make)
+
+
+def test_distributed_sampler_across_epochs():
+    def run(loader_class):
+        sampler = samplers.DistributedSampler(range(18), num_replicas=2, rank=0, seed=3)
+        loader = loader_class(RangeDataset(18), batch_size=4, sampler=sampler, num_workers=2)
+        epochs = []
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            epochs.append(list(loader))
+        return epochs
+
+    assert_same(run(tud.DataLoader), run(datakit.DataLoader))
+
+
+@pytest.mark.parametrize("num_workers", [2, 3])
+def test_persistent_workers_two_epochs(num_workers):
+    compare_with_torch(
+        RandomDataset(22),
+        lambda: {
+            "batch_size": 4,
+            "shuffle": True,
+            "num_workers": num_workers,
+            "persistent_workers": True,
+            "generator": seeded(13),
+        },
+        epochs=2,
+    )
+
+
+def test_non_persistent_workers_two_epochs():
+    compare_with_torch(
+        RandomDataset(12),
+        lambda: {"batch_size": 4, "shuffle": True, "num_workers": 2, "generator": seeded(1)},
+        epochs=2,
+    )
+
+
+@pytest.mark.parametrize("prefetch_factor", [1, 4])
+def test_prefetch_factor(prefetch_factor):
+    compare_with_torch(
+        RandomDataset(21),
+        lambda: {
+            "batch_size": 2,
+            "shuffle": True,
+            "num_workers": 2,
+            "prefetch_factor": prefetch_factor,
+            "generator": seeded(6),
+        },
+    )
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_iterable_sharded_with_worker_info(num_workers, drop_last):
+    compare_with_torch(ShardedIterable(25), lambda: {"batch_size": 4, "drop_last": drop_last, "num_workers": num_workers})
+
+
+@pytest.mark.parametrize("num_workers", [0, 3])
+def test_iterable_written_for_torch(num_workers):
+    compare_with_torch(TorchShardedIterable(22), lambda: {"batch_size": 3, "num_workers": num_workers})
+
+
+def test_iterable_persistent_two_epochs():
+    compare_with_torch(
+        ShardedIterable(19), lambda: {"batch_size": 3, "num_workers": 2, "persistent_workers": True}, epochs=2
+    )
+
+
+def test_iterable_without_batching():
+    compare_with_torch(ShardedIterable(9), lambda: {"batch_size": None, "num_workers": 2})
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_nested_samples(num_workers):
+    compare_with_torch(
+        NestedDataset(14), lambda: {"batch_size": 4, "shuffle": True, "num_workers": num_workers, "generator": seeded(3)}
+    )
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_getitems_dataset(num_workers):
+    def strip_pid(batches):
+        return [{key: value for key, value in batch.items() if key != "pid"} for batch in batches]
+
+    make = lambda: {"batch_size": 7, "shuffle": True, "num_workers": num_workers, "generator": seeded(2)}  # noqa: E731
+    expected = run_loader(tud.DataLoader, GetItemsDataset(30), make, 1, 0)[0]
+    actual = run_loader(datakit.DataLoader, GetItemsDataset(30), make, 1, 0)[0]
+    assert_same(strip_pid(expected), strip_pid(actual))
+    # one __getitems__ call per batch: every sample of a batch came from a call of that batch's size
+    for batch in actual:
+        assert batch["call_size"].tolist() == [len(batch["index"])] * len(batch["index"])
+
+
+def test_custom_collate_fn():
+    compare_with_torch(
+        RangeDataset(10), lambda: {"batch_size": 3, "num_workers": 2, "collate_fn": lambda batch: sum(batch)}
+    )
+
+
+def test_out_of_order_delivers_the_same_batches():
+    make = lambda: {"batch_size": 3, "num_workers": 2, "in_order": False, "shuffle": True, "generator": seeded(7)}  # noqa: E731
+    # Which worker takes which task depends on timing here, so compare worker-independent samples.
+    expected = run_loader(tud.DataLoader, RangeDataset(20), make, 1, 0)[0]
+    actual = run_loader(datakit.DataLoader, RangeDataset(20), make, 1, 0)[0]
+    key = lambda batch: batch.tolist()  # noqa: E731
+    assert_same(sorted(expected, key=key), sorted(actual, key=key))
+
+
+def test_pin_memory_without_accelerator():
+    make = lambda: {"batch_size": 4, "num_workers": 2, "pin_memory": True}  # noqa: E731
+    with pytest.warns(UserWarning, match="no accelerator"):
+        compare_with_torch(RangeDataset(10), make)
+
+
+def test_len_matches_torch():
+    for kwargs in (
+        {"batch_size": 4},
+        {"batch_size": 4, "drop_last": True},
+        {"batch_size": None},
+        {"batch_sampler": tud.BatchSampler(range(10), 3, False)},
+    ):
+        assert len(datakit.DataLoader(RangeDataset(10), **kwargs)) == len(tud.DataLoader(RangeDataset(10), **kwargs))
+    for kwargs in ({"batch_size": 4}, {"batch_size": 4, "drop_last": True}, {"batch_size": None}):
+        assert len(datakit.DataLoader(ShardedIterable(10), **kwargs)) == len(
+            tud.DataLoader(ShardedIterable(10), **kwargs)
+        )
+
+
+def test_two_iterators_of_one_loader_are_independent():
+    loader = datakit.DataLoader(RangeDataset(8), batch_size=2, num_workers=2)
+    first, second = iter(loader), iter(loader)
+    assert [b.tolist() for b in first] == [b.tolist() for b in second] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert next(iter(loader)).tolist() == [0, 1]
