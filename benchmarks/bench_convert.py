@@ -20,9 +20,10 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import datakit  # noqa: E402
-from datakit.synthetic import make_image_folder  # noqa: E402
-from pickle_recipe import folder_to_lmdb  # noqa: E402
+from pickle_recipe import folder_to_lmdb
+
+import datakit
+from datakit.synthetic import make_image_folder
 
 
 def contenders(workers: int) -> dict[str, Callable[[str, str], object]]:

@@ -26,7 +26,21 @@ _EXPORTS: dict[str, str] = {
     "default_convert": "datakit.loader.collate",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__", "errors", "samplers"])
+__all__ = [
+    "ConversionReport",
+    "DataLoader",
+    "LMDBDataset",
+    "MongoDataset",
+    "StoreDataset",
+    "__version__",
+    "convert",
+    "default_collate",
+    "default_convert",
+    "errors",
+    "get_worker_info",
+    "inspect",
+    "samplers",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.conversion import ConversionReport, convert

@@ -89,7 +89,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """Read a whole batch in one round trip to the store."""
         positions = [self._check_index(index) for index in indices]
         raw = self._open_reader().get_many(positions)
-        return [self._sample(position, data) for position, data in zip(positions, raw)]
+        return [self._sample(position, data) for position, data in zip(positions, raw, strict=True)]
 
     def _check_index(self, index: int) -> int:
         length = len(self)

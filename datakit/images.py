@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from datakit.records import PayloadKind, Record
 
@@ -102,7 +102,7 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
 
 
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, Image.UnidentifiedImageError):
+    if isinstance(exc, UnidentifiedImageError):
         return "not an image Pillow can identify"
     message = str(exc) or type(exc).__name__
     if "truncated" in message:
@@ -116,7 +116,8 @@ def record_to_pil(record: Record) -> Image.Image:
     if header.kind is PayloadKind.RAW:
         return Image.fromarray(record_to_array(record))
     with Image.open(io.BytesIO(record.payload)) as image:
-        return image.convert("RGB")
+        converted: Image.Image = image.convert("RGB")
+    return converted
 
 
 def record_to_array(record: Record) -> np.ndarray:
@@ -124,5 +125,7 @@ def record_to_array(record: Record) -> np.ndarray:
     header = record.header
     if header.kind is PayloadKind.RAW:
         flat = np.frombuffer(record.payload, dtype=np.uint8)
-        return flat.reshape(header.height, header.width, header.channels).copy()
-    return np.array(record_to_pil(record))  # a writable copy, as torch.from_numpy wants
+        copy: np.ndarray = flat.reshape(header.height, header.width, header.channels).copy()
+        return copy
+    pixels: np.ndarray = np.array(record_to_pil(record))  # a writable copy, as torch.from_numpy wants
+    return pixels

@@ -103,7 +103,7 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
     return {
         "length": stats.length,
         "classes": list(classes),
-        "class_counts": dict(zip(classes, stats.class_counts)),
+        "class_counts": dict(zip(classes, stats.class_counts, strict=True)),
         "total_bytes": stats.total_bytes,
         "mean_bytes": round(stats.total_bytes / stats.length, 1) if stats.length else 0,
         "image_formats": dict(stats.image_formats),
@@ -149,7 +149,7 @@ def draw_preview(reader: StoreReader, path: str, count: int) -> None:
     sheet = Image.new("RGB", (columns * _THUMB, rows * (_THUMB + _CAPTION)), "white")
     draw = ImageDraw.Draw(sheet)
     classes = reader.manifest.classes
-    for slot, (index, data) in enumerate(zip(indices, reader.get_many(indices))):
+    for slot, (index, data) in enumerate(zip(indices, reader.get_many(indices), strict=True)):
         key = record_key(index)
         record = decode_record(data, key)
         x, y = (slot % columns) * _THUMB, (slot // columns) * (_THUMB + _CAPTION)
@@ -168,7 +168,7 @@ def _spread_over_classes(labels: np.ndarray, count: int) -> list[int]:
     order = np.argsort(labels, kind="stable")
     present, starts = np.unique(labels[order], return_index=True)
     ends = [*starts[1:], len(order)]
-    queues = [deque(order[start:end][:count].tolist()) for start, end in zip(starts, ends)]
+    queues = [deque(order[start:end][:count].tolist()) for start, end in zip(starts, ends, strict=True)]
     chosen: list[int] = []
     while len(chosen) < count and any(queues):
         for queue in queues:

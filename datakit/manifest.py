@@ -13,9 +13,10 @@ scheme instead of enumerating it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from datakit.errors import StoreError
 from datakit.records import FORMAT_VERSION, PayloadKind, check_format_version
@@ -135,20 +136,27 @@ _JSON_TYPES = {"int": int, "str": str, "list[str]": list, "list[int]": list,
                "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats}
 
 
-def _build(cls: type, data: Any, where: str) -> Any:
+_Built = TypeVar("_Built")
+
+
+def _build(cls: type[_Built], data: Any, where: str) -> _Built:
     """Construct a dataclass from JSON data, checking every field's type."""
     if not isinstance(data, dict):
         raise StoreError(f"{where}: malformed manifest ({cls.__name__} is not an object)")
     values = {}
-    for f in fields(cls):
+    for f in fields(cls):  # type: ignore[arg-type]
         if f.name not in data:
             raise StoreError(f"{where}: the manifest has no {f.name!r} field")
-        value = data[f.name]
+        value: Any = data[f.name]
         expected = _JSON_TYPES[str(f.type)]
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}, not {type(value).__name__}")
+            raise StoreError(
+                f"{where}: manifest field {f.name!r} should be {f.type}, not {type(value).__name__}"
+            )
         item_type = {"list[str]": str, "list[int]": int, "dict[str, int]": int}.get(str(f.type))
-        items = value.values() if isinstance(value, dict) else value
+        items: Iterable[Any] = ()
+        if isinstance(value, (dict, list)):
+            items = value.values() if isinstance(value, dict) else value
         if item_type is not None and not all(type(item) is item_type for item in items):
             raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}")
         values[f.name] = value

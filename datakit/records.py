@@ -127,7 +127,9 @@ def decode_record(data: bytes | memoryview, key: str) -> Record:
     except ValueError:
         raise CorruptRecordError(key, f"unknown payload kind {kind}") from None
     if payload_kind is PayloadKind.RAW and width * height * channels != length:
-        raise CorruptRecordError(key, f"raw payload of {length} bytes does not match {height}x{width}x{channels}")
+        raise CorruptRecordError(
+            key, f"raw payload of {length} bytes does not match {height}x{width}x{channels}"
+        )
     header = RecordHeader(payload_kind, label, width, height, channels, length)
     return Record(header, payload)
 

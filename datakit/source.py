@@ -91,7 +91,7 @@ def scan_folder(root: str | os.PathLike[str]) -> SourceFolder:
 def _walk_files(root: str, class_name: str) -> Iterator[str]:
     """Relative paths of every file under ``root/class_name``, sorted, following
     directory symlinks once (a link back up the tree would otherwise loop)."""
-    found = []
+    found: list[str] = []
     seen_dirs: set[str] = set()
     for directory, subdirs, files in os.walk(os.path.join(root, class_name), followlinks=True):
         real = os.path.realpath(directory)

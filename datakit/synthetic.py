@@ -39,7 +39,8 @@ def make_image_folder(
     """
     rng = np.random.default_rng(seed)
     width, height = size
-    extension = {"JPEG": "jpg", "PNG": "png", "BMP": "bmp", "WEBP": "webp"}.get(image_format, image_format.lower())
+    extensions = {"JPEG": "jpg", "PNG": "png", "BMP": "bmp", "WEBP": "webp"}
+    extension = extensions.get(image_format, image_format.lower())
     ys, xs = np.mgrid[0:height, 0:width]
     written = []
     for label, name in enumerate(classes):

@@ -23,4 +23,5 @@ def store_options(command: F) -> F:
 def output_options(command: F) -> F:
     """``--json`` and ``--quiet``."""
     command = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")(command)
-    return click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")(command)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print the result as one JSON object.")(command)

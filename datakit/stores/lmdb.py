@@ -21,6 +21,7 @@ inherited through ``fork`` with the child's own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -150,13 +151,16 @@ def _record_range(txn: lmdb.Transaction) -> Iterator[tuple[bytes, bytes]]:
     if not cursor.first():
         return
     for key, value in cursor:
+        key = bytes(key)
         if len(key) != KEY_DIGITS or not key.isdigit():
             return
-        yield key, value
+        yield key, bytes(value)
 
 
 class LMDBReader(StoreReader):
     """Reads a complete LMDB store. Open one per process."""
+
+    spec: LMDBSpec
 
     def __init__(self, spec: LMDBSpec) -> None:
         self.spec = spec
@@ -226,10 +230,8 @@ class LMDBReader(StoreReader):
 def _incomplete_message(path: str, progress: bytes | None) -> str:
     source = "SRC"
     if progress is not None:
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
             source = json.loads(progress)["settings"]["source"]
-        except (ValueError, KeyError, TypeError):
-            pass
     return (
         f"{path} is an incomplete store (its conversion was interrupted); "
         f"finish it with `datakit convert {source} {path} --resume`"
@@ -238,6 +240,8 @@ def _incomplete_message(path: str, progress: bytes | None) -> str:
 
 class LMDBWriter(StoreWriter):
     """Writes one conversion into an LMDB environment, growing its map as needed."""
+
+    spec: LMDBSpec
 
     def __init__(self, spec: LMDBSpec) -> None:
         self.spec = spec
@@ -271,14 +275,10 @@ class LMDBWriter(StoreWriter):
                 "Remove it yourself or choose another destination."
             )
         for name in _DATA_FILES:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(path, name))
-            except FileNotFoundError:
-                pass
-        try:
+        with contextlib.suppress(OSError):  # the directory still holds files of the user's: keep them
             os.rmdir(path)
-        except OSError:
-            pass  # the directory holds other files of the user's; keep them
 
     def create(self, settings: ConversionSettings) -> None:
         os.makedirs(self.spec.path, exist_ok=True)
@@ -353,7 +353,9 @@ class LMDBWriter(StoreWriter):
                 self._env = lmdb.open(self.spec.path, map_size=max(_INITIAL_MAP_SIZE, 2 * size),
                                       max_dbs=0, readahead=False)
             except lmdb.Error as exc:
-                raise StoreError(f"{self.spec.path}: cannot open the LMDB environment for writing ({exc})") from None
+                raise StoreError(
+                    f"{self.spec.path}: cannot open the LMDB environment for writing ({exc})"
+                ) from None
         return self._env
 
     def _require_env(self) -> lmdb.Environment:
