@@ -9,6 +9,7 @@ import pytest
 
 import datakit
 from datakit.synthetic import make_image_folder
+from tests.mongo_server import mongo_store_location, mongo_uri  # noqa: F401  (fixtures)
 
 CLASSES = ("bird", "cat", "dog")
 PER_CLASS = 8
