@@ -171,6 +171,7 @@ class MultiProcessIterator(_BaseIterator):
         self._persistent = loader.persistent_workers
         self._timeout = float(loader.timeout)
         self._epoch = 0
+        self._ended = False
         self._ledger = TaskLedger(loader.num_workers, loader.prefetch_factor, loader.in_order)
         config = WorkerConfig(
             dataset=self._dataset,
@@ -225,6 +226,7 @@ class MultiProcessIterator(_BaseIterator):
         for worker_id in range(self._pool.num_workers):
             self._pool.send(worker_id, Resume(self._epoch))
         self._ledger.reset(first_task_id=self._ledger.next_send)
+        self._ended = False
         self._fill()
 
     def _try_put_index(self) -> None:
@@ -244,8 +246,6 @@ class MultiProcessIterator(_BaseIterator):
         Raises:
             RuntimeError: ``timeout`` passed, a worker died, or the pin thread failed.
         """
-        if self._resources.closed:
-            raise RuntimeError("the DataLoader iterator was shut down after an error; start a new one")
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         while True:
             wait = _POLL_SECONDS if deadline is None else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
@@ -274,9 +274,14 @@ class MultiProcessIterator(_BaseIterator):
         return item
 
     def _next_data(self) -> Any:
+        if self._resources.closed:
+            if self._ended:
+                raise StopIteration
+            raise RuntimeError("the DataLoader iterator was shut down; start a new one")
         while True:
             step = self._ledger.next_ready()
             if step is END:
+                self._ended = True
                 if not self._persistent:
                     self.shutdown()
                 raise StopIteration

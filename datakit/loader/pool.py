@@ -29,7 +29,7 @@ _F_SETPIPE_SZ = 1031
 _PIPE_BYTES = 1 << 20
 
 # How long shutdown waits for a worker to exit by itself before terminating it.
-_JOIN_SECONDS = 2.0
+_JOIN_SECONDS = 1.0
 
 
 class WorkerDiedError(RuntimeError):

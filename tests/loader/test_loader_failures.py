@@ -1,0 +1,144 @@
+"""Failures never hang: worker errors, killed workers, timeouts and early exits, with real processes."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+
+import pytest
+from _loader_datasets import (
+    FailingDataset,
+    HangingDataset,
+    KillingDataset,
+    MarkerDataset,
+    OddError,
+    OddErrorDataset,
+    RangeDataset,
+    failing_init,
+)
+from _loader_helpers import process_gone, wait_until
+
+import datakit
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_worker_exception_keeps_type_message_worker_and_indices(num_workers):
+    loader = datakit.DataLoader(FailingDataset(16, bad_index=5), batch_size=4, num_workers=num_workers)
+    iterator = iter(loader)
+    assert next(iterator).tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="bad sample 5") as caught:
+        next(iterator)
+    if num_workers:
+        message = str(caught.value)
+        assert "DataLoader worker process 1" in message
+        assert "[4, 5, 6, 7]" in message
+        assert "Traceback" in message and "_loader_datasets.py" in message
+        assert caught.value.indices == [4, 5, 6, 7]
+    # as with torch, the iterator goes on after a batch fails
+    assert next(iterator).tolist() == [8, 9, 10, 11]
+
+
+def test_exception_type_that_cannot_be_rebuilt_becomes_runtime_error():
+    loader = datakit.DataLoader(OddErrorDataset(4), batch_size=2, num_workers=1)
+    with pytest.raises(RuntimeError) as caught:
+        next(iter(loader))
+    assert not isinstance(caught.value, OddError)
+    message = str(caught.value)
+    assert "code 7: cannot read 0" in message
+    assert "OddError" in message and "DataLoader worker process 0" in message and "[0, 1]" in message
+
+
+def test_worker_init_fn_failure_is_raised():
+    loader = datakit.DataLoader(RangeDataset(4), batch_size=2, num_workers=1, worker_init_fn=failing_init)
+    with pytest.raises(KeyError, match="init failed in 0"):
+        next(iter(loader))
+
+
+def test_unpicklable_batch_is_reported_not_hung():
+    loader = datakit.DataLoader(RangeDataset(4), batch_size=2, num_workers=1, collate_fn=lambda batch: lambda: batch)
+    with pytest.raises(Exception, match="sending the batch to the main process"):
+        next(iter(loader))
+
+
+def test_sigkilled_worker_raises_with_pid_and_signal():
+    loader = datakit.DataLoader(KillingDataset(16, bad_index=6), batch_size=2, num_workers=2)
+    iterator = iter(loader)
+    pids = iterator.worker_pids
+    with pytest.raises(RuntimeError, match=r"pid \d+\) was killed by signal SIGKILL") as caught:
+        list(iterator)
+    assert any(str(pid) in str(caught.value) for pid in pids)
+    # the surviving worker was stopped too
+    assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+
+
+def test_worker_killed_from_outside_is_detected():
+    loader = datakit.DataLoader(HangingDataset(16, hang_index=0), batch_size=2, num_workers=2)
+    iterator = iter(loader)
+    victim = iterator.worker_pids[0]
+    os.kill(victim, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match=rf"pid {victim}\) was killed by signal SIGKILL"):
+        next(iterator)
+
+
+def test_timeout_raises():
+    loader = datakit.DataLoader(HangingDataset(16, hang_index=0), batch_size=2, num_workers=1, timeout=0.5)
+    iterator = iter(loader)
+    pids = iterator.worker_pids
+    with pytest.raises(RuntimeError, match="timed out after 0.5 seconds"):
+        next(iterator)
+    assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_early_break_stops_every_worker(tmp_path, persistent):
+    loader = datakit.DataLoader(
+        MarkerDataset(str(tmp_path), 400), batch_size=2, num_workers=2, persistent_workers=persistent
+    )
+    iterator = iter(loader)
+    pids = iterator.worker_pids
+    for position, _ in enumerate(iterator):
+        if position == 2:
+            break
+    del iterator, loader
+    gc.collect()
+    assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+    # the workers stopped fetching long before the end of the dataset
+    assert len(list(tmp_path.iterdir())) < 100
+
+
+def test_exception_in_training_loop_stops_workers():
+    loader = datakit.DataLoader(RangeDataset(200), batch_size=2, num_workers=2)
+    pids = []
+
+    def train():
+        iterator = iter(loader)
+        pids.extend(iterator.worker_pids)
+        for batch in iterator:
+            if batch[0] >= 4:
+                raise ArithmeticError("loss is nan")
+
+    with pytest.raises(ArithmeticError):
+        train()
+    assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+
+
+def test_explicit_shutdown_then_iteration_ends():
+    loader = datakit.DataLoader(RangeDataset(20), batch_size=2, num_workers=2)
+    iterator = iter(loader)
+    next(iterator)
+    pids = iterator.worker_pids
+    iterator.shutdown()
+    assert all(process_gone(pid) for pid in pids)
+    with pytest.raises(RuntimeError, match="shut down"):
+        list(iterator)
+
+
+def test_keyboard_interrupt_in_worker_does_not_hang():
+    loader = datakit.DataLoader(HangingDataset(16, hang_index=0), batch_size=2, num_workers=1, timeout=2)
+    iterator = iter(loader)
+    os.kill(iterator.worker_pids[0], signal.SIGINT)  # what Ctrl-C sends to the whole process group
+    with pytest.raises(RuntimeError, match="exited unexpectedly|timed out"):
+        next(iterator)

@@ -1,0 +1,144 @@
+"""Worker processes: worker info, seeding, worker_init_fn, start methods, argument validation."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from _loader_datasets import (
+    GetItemsDataset,
+    ImageDataset,
+    RandomDataset,
+    RangeDataset,
+    ShardedIterable,
+    WorkerInfoDataset,
+    tag_worker,
+)
+from _loader_helpers import assert_same, run_loader, seeded
+from torch.utils.data._utils.worker import _generate_state
+
+import datakit
+from datakit.loader.worker import numpy_seed
+
+
+def test_get_worker_info_is_none_in_main_process():
+    assert datakit.get_worker_info() is None
+
+
+def test_worker_info_and_init_fn():
+    loader = datakit.DataLoader(
+        WorkerInfoDataset(8), batch_size=2, num_workers=2, worker_init_fn=tag_worker, generator=seeded(5)
+    )
+    batches = list(loader)
+    base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=seeded(5)).item())
+    for position, batch in enumerate(batches):
+        worker = position % 2
+        assert batch["id"].tolist() == [worker, worker]
+        assert batch["torch_id"].tolist() == [worker, worker]
+        assert batch["num_workers"].tolist() == [2, 2]
+        assert batch["seed"].tolist() == [base_seed + worker] * 2
+        assert batch["same_dataset_type"].tolist() == [True, True]
+        assert batch["init_tag"].tolist() == [100 + worker] * 2
+
+
+@pytest.mark.parametrize("base_seed", [0, 1, 2**32 - 1, 2**32 + 5, 2**63 - 1])
+@pytest.mark.parametrize("worker_id", [0, 3])
+def test_numpy_seed_matches_torch(base_seed, worker_id):
+    assert numpy_seed(base_seed, worker_id) == _generate_state(base_seed, worker_id)
+
+
+def test_main_process_rngs_untouched_by_workers():
+    random.seed(1)
+    np.random.seed(1)
+    expected = (random.random(), np.random.rand())
+    random.seed(1)
+    np.random.seed(1)
+    list(datakit.DataLoader(RandomDataset(6), batch_size=2, num_workers=2))
+    assert (random.random(), np.random.rand()) == expected
+
+
+def compare_start_method(method: str, dataset, kwargs: dict, epochs: int) -> None:
+    """datakit with ``method`` against torch with fork (the seeds do not depend on the start method)."""
+    expected = run_loader(tud.DataLoader, dataset, lambda: dict(kwargs, generator=seeded(3)), epochs, 0)
+    actual = run_loader(
+        datakit.DataLoader, dataset, lambda: dict(kwargs, generator=seeded(3), multiprocessing_context=method), epochs, 0
+    )
+    assert_same(expected, actual)
+
+
+@pytest.mark.slow
+def test_forkserver_matches_torch():
+    compare_start_method("forkserver", RandomDataset(10), {"batch_size": 3, "shuffle": True, "num_workers": 2}, 1)
+
+
+@pytest.mark.slow
+def test_spawn_with_iterable_and_persistent_workers():
+    kwargs = {"batch_size": 4, "num_workers": 2, "persistent_workers": True}
+    compare_start_method("spawn", ShardedIterable(13), kwargs, 2)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_getitems_called_once_per_batch(num_workers):
+    batches = list(datakit.DataLoader(GetItemsDataset(10), batch_size=4, num_workers=num_workers))
+    assert [batch["call_size"].tolist() for batch in batches] == [[4] * 4, [4] * 4, [2] * 2]
+
+
+def test_batches_from_workers_arrive_in_shared_memory():
+    for images, _ in datakit.DataLoader(ImageDataset(64), batch_size=16, num_workers=2):
+        assert images.is_shared()
+        assert images.shape == (16, 3, 32, 32)
+
+
+BAD_ARGUMENTS = [
+    ({"num_workers": -1}, ValueError, "non-negative"),
+    ({"timeout": -1}, ValueError, "timeout"),
+    ({"prefetch_factor": 2}, ValueError, "prefetch_factor"),
+    ({"num_workers": 1, "prefetch_factor": -1}, ValueError, "prefetch_factor"),
+    ({"persistent_workers": True}, ValueError, "persistent_workers"),
+    ({"shuffle": True, "sampler": [0, 1]}, ValueError, "mutually exclusive"),
+    ({"batch_sampler": [[0]], "batch_size": 2}, ValueError, "mutually exclusive"),
+    ({"batch_sampler": [[0]], "drop_last": True}, ValueError, "mutually exclusive"),
+    ({"batch_size": None, "drop_last": True}, ValueError, "mutually exclusive"),
+    ({"multiprocessing_context": "spawn"}, ValueError, "multi-process"),
+    ({"num_workers": 1, "multiprocessing_context": "nope"}, ValueError, "start method"),
+    ({"num_workers": 1, "multiprocessing_context": 3}, TypeError, "context"),
+]
+
+
+@pytest.mark.parametrize("kwargs, error, match", BAD_ARGUMENTS)
+def test_invalid_arguments_raise_like_torch(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        datakit.DataLoader(RangeDataset(4), **kwargs)
+    with pytest.raises(error):
+        tud.DataLoader(RangeDataset(4), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"shuffle": True}, {"sampler": [0]}, {"batch_sampler": [[0]]}], ids=["shuffle", "sampler", "batch"]
+)
+def test_iterable_dataset_rejects_samplers_like_torch(kwargs):
+    with pytest.raises(ValueError, match="IterableDataset"):
+        datakit.DataLoader(ShardedIterable(4), **kwargs)
+    with pytest.raises(ValueError, match="IterableDataset"):
+        tud.DataLoader(ShardedIterable(4), **kwargs)
+
+
+def test_frozen_attributes():
+    loader = datakit.DataLoader(RangeDataset(4))
+    with pytest.raises(ValueError, match="should not be set"):
+        loader.batch_size = 3
+    loader.num_workers = 0  # not frozen, as in torch
+
+
+def test_iterator_cannot_be_pickled():
+    import pickle
+
+    with pytest.raises(TypeError):
+        pickle.dumps(iter(datakit.DataLoader(RangeDataset(4))))
+
+
+def test_plain_sequences_and_default_convert():
+    assert_same(list(tud.DataLoader([1, 2, 3], batch_size=None)), list(datakit.DataLoader([1, 2, 3], batch_size=None)))
