@@ -14,6 +14,7 @@ transaction (LMDB) or one query (MongoDB) per batch.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -22,17 +23,19 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datakit.errors import CorruptRecordError
+from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
 from datakit.images import record_to_array, record_to_pil
 from datakit.manifest import Manifest, record_key
 from datakit.records import Record, decode_record
 from datakit.stores import resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
 
-__all__ = ["Output", "StoreDataset", "LMDBDataset", "MongoDataset"]
+__all__ = ["Output", "OnError", "StoreDataset", "LMDBDataset", "MongoDataset"]
 
 Output = Literal["pil", "numpy", "tensor", "bytes"]
+OnError = Literal["raise", "skip"]
 _OUTPUTS = ("pil", "numpy", "tensor", "bytes")
+_logger = logging.getLogger("datakit")
 
 
 class StoreDataset(Dataset[tuple[Any, Any]]):
@@ -47,6 +50,13 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             image), ``"numpy"`` (an ``(H, W, 3)`` uint8 array), ``"tensor"``
             (a ``(3, H, W)`` uint8 tensor) or ``"bytes"`` (the stored payload:
             the original file, or raw pixels for ``--format raw`` stores).
+        on_error: what a corrupt or undecodable record does: ``"raise"`` a
+            :class:`~datakit.errors.CorruptRecordError` naming its key, or
+            ``"skip"``: log it (logger ``datakit``) and return the next good
+            sample in its place, so one bad JPEG does not end a week-long run.
+        max_errors: with ``"skip"``, how many corrupt records each process may
+            skip before :class:`~datakit.errors.ErrorBudgetExhausted` is raised;
+            a store that is badly damaged should stop training, not be hidden.
 
     Attributes:
         classes: class names; a label indexes this list.
@@ -63,10 +73,19 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         transform: Callable[[Any], Any] | None = None,
         target_transform: Callable[[int], Any] | None = None,
         output: Output = "pil",
+        on_error: OnError = "raise",
+        max_errors: int = 10,
         **store_options: Any,
     ) -> None:
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}, not {output!r}")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+        if max_errors < 0:
+            raise ValueError(f"max_errors must be 0 or more, not {max_errors}")
+        self.on_error: OnError = on_error
+        self.max_errors = max_errors
+        self.errors_skipped = 0
         self.spec = resolve_store(store, **store_options)
         self.transform = transform
         self.target_transform = target_transform
@@ -88,8 +107,13 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """Read a whole batch in one round trip to the store."""
         positions = [self._check_index(index) for index in indices]
-        raw = self._open_reader().get_many(positions)
-        return [self._sample(position, data) for position, data in zip(positions, raw, strict=True)]
+        try:
+            raw: Sequence[bytes | None] = self._open_reader().get_many(positions)
+        except CorruptRecordError:
+            if self.on_error == "raise":
+                raise
+            raw = [None] * len(positions)  # a record is missing: read them one by one
+        return [self._load(position, data) for position, data in zip(positions, raw, strict=True)]
 
     def _check_index(self, index: int) -> int:
         length = len(self)
@@ -99,6 +123,29 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         if not 0 <= position < length:
             raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
         return position
+
+    def _load(self, position: int, data: bytes | None) -> tuple[Any, Any]:
+        """The sample at ``position``, or with ``on_error="skip"`` the next good one."""
+        while True:
+            try:
+                if data is None:
+                    data = self._open_reader().get_many([position])[0]
+                return self._sample(position, data)
+            except CorruptRecordError as exc:
+                if self.on_error == "raise":
+                    raise
+                self._spend_error_budget(exc)
+            position, data = (position + 1) % len(self), None
+
+    def _spend_error_budget(self, exc: CorruptRecordError) -> None:
+        self.errors_skipped += 1
+        if self.errors_skipped > self.max_errors:
+            raise ErrorBudgetExhausted(
+                f"{self.spec.describe()}: {exc}; that is more than max_errors={self.max_errors} "
+                "corrupt records in this process. Check the store with `datakit inspect --verify`."
+            ) from exc
+        _logger.warning("skipping corrupt record %s in %s (%s); %d of max_errors=%d",
+                        exc.key, self.spec.describe(), exc.reason, self.errors_skipped, self.max_errors)
 
     def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
         key = record_key(position)
@@ -156,7 +203,8 @@ class LMDBDataset(StoreDataset):
 
     Args:
         path: the store's directory.
-        transform, target_transform, output: as for :class:`StoreDataset`.
+        transform, target_transform, output, on_error, max_errors: as for
+            :class:`StoreDataset`.
 
     Example::
 
@@ -170,10 +218,13 @@ class LMDBDataset(StoreDataset):
         transform: Callable[[Any], Any] | None = None,
         target_transform: Callable[[int], Any] | None = None,
         output: Output = "pil",
+        on_error: OnError = "raise",
+        max_errors: int = 10,
     ) -> None:
         from datakit.stores.lmdb import make_spec
 
-        super().__init__(make_spec(os.fspath(path)), transform, target_transform, output)
+        super().__init__(make_spec(os.fspath(path)), transform, target_transform, output,
+                         on_error, max_errors)
 
 
 class MongoDataset(StoreDataset):
@@ -183,7 +234,8 @@ class MongoDataset(StoreDataset):
         uri: a ``mongodb://`` or ``mongodb+srv://`` URI.
         collection: the collection holding the samples.
         database: the database, when the URI names none.
-        transform, target_transform, output: as for :class:`StoreDataset`.
+        transform, target_transform, output, on_error, max_errors: as for
+            :class:`StoreDataset`.
     """
 
     def __init__(
@@ -194,8 +246,10 @@ class MongoDataset(StoreDataset):
         transform: Callable[[Any], Any] | None = None,
         target_transform: Callable[[int], Any] | None = None,
         output: Output = "pil",
+        on_error: OnError = "raise",
+        max_errors: int = 10,
     ) -> None:
         from datakit.stores.mongo import make_spec
 
         super().__init__(make_spec(uri, collection=collection, database=database),
-                         transform, target_transform, output)
+                         transform, target_transform, output, on_error, max_errors)

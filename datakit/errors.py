@@ -19,6 +19,7 @@ __all__ = [
     "IncompatibleStoreError",
     "CorruptRecordError",
     "StoreUnavailableError",
+    "ErrorBudgetExhausted",
 ]
 
 
@@ -73,6 +74,10 @@ class CorruptRecordError(StoreError):
     def __reduce__(self) -> tuple[type[CorruptRecordError], tuple[str, str]]:
         # Keeps the (key, reason) signature when the error crosses a process boundary.
         return (type(self), (self.key, self.reason))
+
+
+class ErrorBudgetExhausted(StoreError):
+    """A dataset with ``on_error="skip"`` met more corrupt records than ``max_errors``."""
 
 
 class StoreUnavailableError(StoreError):

@@ -19,15 +19,10 @@ from PIL import Image
 
 import datakit
 from datakit.errors import ConversionError, DestinationExistsError, IncompleteStoreError
-from datakit.stores.lmdb import LMDBSpec
 from tests.conftest import CLASSES, PER_CLASS
+from tests.helpers import kill_conversion_at, stored_sources
 
 GOOD = len(CLASSES) * PER_CLASS
-
-
-def stored_sources(store: Path) -> list[str]:
-    with LMDBSpec(str(store)).open_reader() as reader:
-        return reader.source_paths(range(len(reader)))
 
 
 def source_pixels(path: Path) -> np.ndarray:
@@ -167,33 +162,6 @@ def test_map_grows_instead_of_failing(tmp_path, monkeypatch):
 
 
 # --- crash safety -----------------------------------------------------------------
-
-PAUSING_CONVERSION = """
-import sys, datakit
-stop_at = int(sys.argv[3])
-def progress(done, total):
-    if done == stop_at:
-        print("paused", flush=True)
-        sys.stdin.readline()  # blocks until the test kills this process
-datakit.convert(sys.argv[1], sys.argv[2], workers=int(sys.argv[4]), commit_every=5, progress=progress)
-print("finished", flush=True)
-"""
-
-
-def kill_conversion_at(src: Path, dest: Path, stop_at: int, workers: int) -> None:
-    """Run a conversion in a real process and SIGKILL it after ``stop_at`` images."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", PAUSING_CONVERSION, str(src), str(dest), str(stop_at), str(workers)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "paused"
-        process.send_signal(signal.SIGKILL)
-        assert process.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        process.kill()
-        process.wait()
-
 
 @pytest.mark.integration
 @pytest.mark.parametrize("stop_at, workers", [(0, 1), (3, 1), (5, 2), (13, 2), (GOOD - 1, 1)])

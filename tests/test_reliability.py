@@ -1,0 +1,85 @@
+"""Faults during conversion: SIGKILL at random moments, a full disk."""
+
+from __future__ import annotations
+
+import random
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import datakit
+from datakit.errors import IncompleteStoreError
+from datakit.synthetic import make_image_folder
+from tests.helpers import stored_sources
+
+REPORTING_CONVERSION = """
+import sys, datakit
+def progress(done, total):
+    print(done, flush=True)
+datakit.convert(sys.argv[1], sys.argv[2], workers=2, commit_every=7, resume=True, progress=progress)
+print("finished", flush=True)
+"""
+
+
+def convert_until_killed(src, dest, after: int) -> bool:
+    """Run a resuming conversion; SIGKILL it once it reports ``after`` images.
+
+    The process keeps working while its report travels, so the kill lands at an
+    arbitrary point: between records, inside a commit, during start-up.
+    Returns whether it was killed (False when it finished first).
+    """
+    process = subprocess.Popen([sys.executable, "-c", REPORTING_CONVERSION, str(src), str(dest)],
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:
+            if line.strip() == "finished":
+                break
+            if int(line) >= after:
+                process.send_signal(signal.SIGKILL)
+                break
+        return process.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_twenty_random_kills_then_resume_store_every_image_once(tmp_path):
+    src, dest = tmp_path / "src", tmp_path / "s"
+    files = make_image_folder(src, classes=("a", "b", "c", "d"), per_class=100, size=(24, 24))
+    rng = random.Random(1234)
+    kills = sum(convert_until_killed(src, dest, after=rng.randint(0, 25)) for _ in range(20))
+    assert kills >= 15  # most runs were really interrupted
+    report = datakit.convert(src, dest, resume=True, workers=2)
+    assert report.complete
+    sources = stored_sources(dest)
+    assert sources == sorted(files)  # every image exactly once, in order
+    dataset = datakit.LMDBDataset(dest, output="bytes")
+    assert all(dataset[i][0] == (src / path).read_bytes() for i, path in enumerate(sources))
+    assert datakit.inspect(dest, verify=True)["verify"]["ok"]
+
+
+def limit_file_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+
+@pytest.mark.integration
+def test_full_disk_is_a_clear_error_and_the_store_resumes(tmp_path):
+    src, dest = tmp_path / "src", tmp_path / "s"
+    files = make_image_folder(src, per_class=60, size=(64, 64))
+    result = subprocess.run(
+        [sys.executable, "-m", "datakit", "convert", str(src), str(dest), "-j", "1"],
+        preexec_fn=limit_file_size, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "write failed" in result.stderr and "--resume" in result.stderr
+    with pytest.raises(IncompleteStoreError):
+        datakit.LMDBDataset(dest)
+    datakit.convert(src, dest, resume=True, workers=1)
+    assert stored_sources(dest) == sorted(files)
