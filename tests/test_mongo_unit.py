@@ -233,3 +233,25 @@ def test_reader_retries_a_flaky_find(mock_server, monkeypatch, sleeps):
         failures["left"] = 100
         with pytest.raises(StoreUnavailableError, match="'0000000002'"):
             reader.get_many([2])
+
+
+def test_server_selection_waits_ten_seconds_unless_the_uri_says_otherwise():
+    default = MongoConnection("mongodb://h:1/db", "db", "here")
+    custom = MongoConnection("mongodb://h:1/db?serverSelectionTimeoutMS=500", "db", "here")
+    try:
+        assert default.client.options.server_selection_timeout == 10
+        assert custom.client.options.server_selection_timeout == 0.5
+    finally:
+        default.close()
+        custom.close()
+
+
+def test_a_connection_opens_a_new_client_in_a_new_process(monkeypatch):
+    connection = MongoConnection("mongodb://h:1/db", "db", "here")
+    parent = connection.client
+    assert connection.client is parent
+    monkeypatch.setattr(mongo_connection.os, "getpid", lambda: -1)  # as if forked
+    child = connection.client
+    assert child is not parent
+    connection.close()
+    parent.close()
