@@ -178,14 +178,20 @@ class KillingDataset(RangeDataset):
 
 
 class HangingDataset(RangeDataset):
-    """Blocks (in workers) on ``hang_index`` until the process is stopped."""
+    """Blocks (in workers) on ``hang_index`` until the process is stopped.
 
-    def __init__(self, length: int = 16, hang_index: int = 3) -> None:
+    With ``marker``, creates that file just before blocking.
+    """
+
+    def __init__(self, length: int = 16, hang_index: int = 3, marker: str | None = None) -> None:
         super().__init__(length)
         self.hang_index = hang_index
+        self.marker = marker
 
     def __getitem__(self, index: int) -> int:
         if index == self.hang_index and datakit.get_worker_info() is not None:
+            if self.marker is not None:
+                Path(self.marker).touch()
             threading.Event().wait(120)
         return index
 
