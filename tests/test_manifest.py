@@ -1,6 +1,9 @@
+import contextlib
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from datakit.errors import IncompatibleStoreError, StoreError
 from datakit.manifest import Manifest, Stats, record_key
@@ -55,3 +58,27 @@ def test_newer_manifest_is_incompatible():
     data["format_version"] = 99
     with pytest.raises(IncompatibleStoreError):
         Manifest.from_json(json.dumps(data).encode(), "store")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (st.lists(children, max_size=4)
+                      | st.dictionaries(st.text(max_size=8), children, max_size=4)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_fuzzed_manifests_raise_only_store_errors(data):
+    document = json.loads(make_manifest().to_json())
+    path = data.draw(st.sampled_from([None, "stats", *document]), label="field")
+    if path is None:
+        raw = data.draw(st.binary(max_size=64))
+    else:
+        target = document["stats"] if path == "stats" else document
+        key = data.draw(st.sampled_from(sorted(target))) if path == "stats" else path
+        target[key] = data.draw(json_values)
+        raw = json.dumps(document).encode()
+    with contextlib.suppress(StoreError):
+        Manifest.from_json(raw, "store")

@@ -83,3 +83,35 @@ def test_full_disk_is_a_clear_error_and_the_store_resumes(tmp_path):
         datakit.LMDBDataset(dest)
     datakit.convert(src, dest, resume=True, workers=1)
     assert stored_sources(dest) == sorted(files)
+
+
+def load_soak_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "soak_readers.py"
+    spec = importlib.util.spec_from_file_location("soak_readers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["lmdb", "mongodb"])
+def test_eight_concurrent_readers_read_only_correct_samples(backend, image_folder, tmp_path, request):
+    import argparse
+
+    if backend == "lmdb":
+        store, collection = str(tmp_path / "s"), None
+    else:
+        location = request.getfixturevalue("mongo_store_location")
+        store, collection = location["uri"], location["collection"]
+    datakit.convert(image_folder, store, workers=1, **({"collection": collection} if collection else {}))
+    soak = load_soak_module()
+    result = soak.soak(argparse.Namespace(store=store, collection=collection, processes=8,
+                                          seconds=3.0, batch_size=16))
+    assert result["errors"] == [] and result["exit_codes"] == [0] * 8
+    assert result["wrong_samples"] == 0 and result["samples"] > 8 * 16
+    assert result["max_rss_growth_mb"] < 50
