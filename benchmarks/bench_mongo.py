@@ -54,12 +54,11 @@ def mongo_server(workdir: str) -> Iterator[str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     executable = os.path.join(os.path.dirname(sys.executable), "nx-27017")
-    log = open(os.path.join(workdir, "nx-27017.out"), "wb")
-    process = subprocess.Popen(
-        [executable, "--host", "127.0.0.1", "--port", str(port), "--data-dir", os.path.join(workdir, "data"),
-         "--log-file", os.path.join(workdir, "nx.log"), "--pid-file", os.path.join(workdir, "nx.pid")],
-        stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-    log.close()
+    command = [executable, "--host", "127.0.0.1", "--port", str(port),
+               "--data-dir", os.path.join(workdir, "data"), "--log-file", os.path.join(workdir, "nx.log"),
+               "--pid-file", os.path.join(workdir, "nx.pid")]
+    with open(os.path.join(workdir, "nx-27017.out"), "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     uri = f"mongodb://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

@@ -70,9 +70,8 @@ def _start_nx(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     command = [str(_nx_executable()), "--host", "127.0.0.1", "--port", str(port),
                "--data-dir", str(data_dir / "data"), "--log-file", str(log_file),
                "--pid-file", str(data_dir / "nx-27017.pid")]
-    output = open(data_dir / "nx-27017.out", "wb")
-    process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=data_dir)
-    output.close()
+    with open(data_dir / "nx-27017.out", "wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=data_dir)
     uri = f"mongodb://127.0.0.1:{port}"
     deadline = time.monotonic() + _STARTUP_TIMEOUT
     while time.monotonic() < deadline:
@@ -102,8 +101,8 @@ def mongo_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     given = os.environ.get("DATAKIT_MONGO_URI")
     if given:
         if not answers_ping(given, timeout_ms=5000):
-            pytest.fail(f"DATAKIT_MONGO_URI is set but no MongoDB server answers ping there "
-                        f"(is `docker compose up -d mongo` running?)")
+            pytest.fail("DATAKIT_MONGO_URI is set but no MongoDB server answers ping there "
+                        "(is `docker compose up -d mongo` running?)")
         yield given
         return
     process, uri = _start_nx(tmp_path_factory.mktemp("nx-27017"))
@@ -126,7 +125,8 @@ def with_database(uri: str, database: str) -> str:
         return f"{scheme}://{authority}/{database}" + (f"?{query}" if question else "")
     old_database, question, query = rest.partition("?")
     options = [item for item in query.split("&") if item]
-    if old_database and "@" in authority and not any(item.lower().startswith("authsource=") for item in options):
+    has_auth_source = any(item.lower().startswith("authsource=") for item in options)
+    if old_database and "@" in authority and not has_auth_source:
         options.append(f"authSource={old_database}")
     return f"{scheme}://{authority}/{database}" + ("?" + "&".join(options) if options else "")
 

@@ -17,7 +17,6 @@ import sys
 import textwrap
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np

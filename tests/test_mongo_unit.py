@@ -25,6 +25,7 @@ from datakit.stores.mongo_connection import MongoConnection, RetryPolicy, mask_u
 from datakit.stores.mongo_layout import join_label_parts, label_parts
 
 SECRET = "s3cr%2Ft"
+MASKED = "mongodb://ann:***@h:1/db collection=c"
 
 
 # URIs and specs
@@ -116,7 +117,7 @@ def test_transient_errors_are_retried_with_exponential_backoff(sleeps):
 
 
 def test_retries_are_bounded_then_name_the_server_and_keys(sleeps):
-    connection = MongoConnection(f"mongodb://ann:{SECRET}@h:1/db", "db", "mongodb://ann:***@h:1/db collection=c",
+    connection = MongoConnection(f"mongodb://ann:{SECRET}@h:1/db", "db", MASKED,
                                  RetryPolicy(attempts=3))
     operation = flaky(10)
     with pytest.raises(StoreUnavailableError) as caught:
@@ -128,7 +129,7 @@ def test_retries_are_bounded_then_name_the_server_and_keys(sleeps):
 
 
 def test_bad_credentials_become_a_clear_unavailable_error():
-    connection = MongoConnection(f"mongodb://ann:{SECRET}@h:1/db", "db", "mongodb://ann:***@h:1/db collection=c")
+    connection = MongoConnection(f"mongodb://ann:{SECRET}@h:1/db", "db", MASKED)
 
     def refuse() -> None:
         raise OperationFailure(f"Authentication failed for ann:{SECRET}", code=18)
@@ -183,7 +184,8 @@ def write_store(spec: MongoSpec, count: int) -> list[bytes]:
             batch = []
             for index in range(start, min(start + 4, count)):
                 stats.add(index % 2, len(records[index]), "JPEG", 1, 1)
-                batch.append(PendingRecord(index, f"{'ab'[index % 2]}/{index}.jpg", index % 2, records[index]))
+                source = f"{'ab'[index % 2]}/{index}.jpg"
+                batch.append(PendingRecord(index, source, index % 2, records[index]))
             writer.commit(batch, stats)
             writer.commit(batch, stats)  # a retried commit: duplicates are not an error
         manifest = Manifest(classes=["a", "b"], payload_kind="encoded", stats=stats, skipped=0, source="/src")

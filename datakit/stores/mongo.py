@@ -50,7 +50,8 @@ def make_spec(location: str, collection: str | None = None, database: str | None
     if "$" in collection or "\0" in collection or collection.startswith("system."):
         raise StoreError(f"{collection!r} is not a valid MongoDB collection name")
     if collection.startswith(RESERVED_COLLECTIONS):
-        raise StoreError(f"{collection!r} is reserved for datakit's own bookkeeping; choose another collection")
+        raise StoreError(f"{collection!r} is reserved for datakit's own bookkeeping; "
+                         "choose another collection")
     return MongoSpec(location, collection, database)
 
 
@@ -97,4 +98,5 @@ class MongoSpec(StoreSpec):
                 "collection": self.collection, "path": self.describe()}
 
     def __repr__(self) -> str:  # never show a password, even in a traceback
-        return f"MongoSpec(uri={mask_uri(self.uri)!r}, collection={self.collection!r}, database={self.database!r})"
+        return (f"MongoSpec(uri={mask_uri(self.uri)!r}, collection={self.collection!r}, "
+                f"database={self.database!r})")

@@ -196,10 +196,15 @@ class MongoConnection:
 
     def translate(self, exc: BaseException, keys: Sequence[str] = (), attempts: int = 1) -> StoreError:
         """A one-line datakit error for a pymongo error."""
-        from pymongo.errors import AutoReconnect, ConfigurationError, OperationFailure, ServerSelectionTimeoutError
+        from pymongo.errors import (
+            AutoReconnect,
+            ConfigurationError,
+            OperationFailure,
+            ServerSelectionTimeoutError,
+        )
 
         reason = self._scrub(str(exc))
-        about = f" while reading {describe_keys(list(keys))}" if keys else ""
+        about = f" (records {describe_keys(list(keys))})" if keys else ""
         if isinstance(exc, ServerSelectionTimeoutError):
             reason = reason.split(", Timeout:")[0].split(" (configured timeouts")[0]
             return StoreUnavailableError(
@@ -212,13 +217,15 @@ class MongoConnection:
                 f"lost the connection to the MongoDB server for {self.where}{about} "
                 f"after {attempts} attempt(s) ({reason})"
             )
-        if isinstance(exc, OperationFailure) and (exc.code == _AUTH_FAILED or "Authentication failed" in reason):
-            return StoreUnavailableError(
-                f"the MongoDB server for {self.where} refused the credentials (authentication "
-                "failed); check the user name, password and authSource in the URI"
-            )
-        if isinstance(exc, OperationFailure) and exc.code == _UNAUTHORIZED:
-            return StoreUnavailableError(f"the MongoDB user of {self.where} is not authorized{about} ({reason})")
+        if isinstance(exc, OperationFailure):
+            if exc.code == _AUTH_FAILED or "Authentication failed" in reason:
+                return StoreUnavailableError(
+                    f"the MongoDB server for {self.where} refused the credentials (authentication "
+                    "failed); check the user name, password and authSource in the URI"
+                )
+            if exc.code == _UNAUTHORIZED:
+                return StoreUnavailableError(
+                    f"the MongoDB user of {self.where} is not authorized{about} ({reason})")
         if isinstance(exc, ConfigurationError):
             return StoreError(f"{self.where}: invalid MongoDB URI or option ({reason})")
         return StoreError(f"{self.where}: MongoDB error{about} ({reason})")

@@ -8,6 +8,7 @@ use the ``_id`` index, need no server-side sort, and bound memory.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,8 @@ class MongoReader(StoreReader):
         IncompleteStoreError: the store has no manifest.
         StoreUnavailableError: the server cannot be reached or refused the credentials.
     """
+
+    spec: MongoSpec
 
     def __init__(self, spec: MongoSpec) -> None:
         self.spec = spec
@@ -146,13 +149,13 @@ class MongoReader(StoreReader):
         for start in range(0, length, _WINDOW):
             stop = min(start + _WINDOW, length)
             keys = [record_key(start), record_key(stop - 1)]
-            documents = self._connection.call(
-                lambda: list(self._samples().find({"_id": {"$gte": start, "$lt": stop}},
-                                                  {"data": 1, "gridfs": 1}).batch_size(_WINDOW)),
-                keys,
-            )
+            documents = self._connection.call(functools.partial(self._window, start, stop), keys)
             for document in sorted(documents, key=lambda document: document["_id"]):
                 yield document["_id"], self._record_bytes(document)  # a gap is the caller's finding
+
+    def _window(self, start: int, stop: int) -> list[dict[str, Any]]:
+        cursor = self._samples().find({"_id": {"$gte": start, "$lt": stop}}, {"data": 1, "gridfs": 1})
+        return list(cursor.batch_size(_WINDOW))
 
     def source_paths(self, indices: Sequence[int]) -> list[str]:
         wanted = [int(index) for index in indices]

@@ -17,6 +17,8 @@ own ``w`` or ``journal``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,8 @@ class MongoWriter(StoreWriter):
     Args:
         spec: the store to write.
     """
+
+    spec: MongoSpec
 
     def __init__(self, spec: MongoSpec) -> None:
         self.spec = spec
@@ -129,10 +133,8 @@ class MongoWriter(StoreWriter):
         from pymongo.errors import CollectionInvalid
 
         def create_collection() -> None:
-            try:
+            with contextlib.suppress(CollectionInvalid):  # already there: empty, or a retried call
                 self._database().create_collection(self.spec.collection)
-            except CollectionInvalid:  # already there (an empty one, or a retried call)
-                pass
 
         self._connection.call(create_collection)
         self._conversion = settings
@@ -171,9 +173,12 @@ class MongoWriter(StoreWriter):
         stray = call(lambda: [document["_id"] for document in
                               self._samples().find({"_id": {"$gte": committed}}, {"_id": 1})])
         for start in range(0, len(stray), _DELETE_CHUNK):
-            chunk = stray[start:start + _DELETE_CHUNK]
-            call(lambda: self._samples().delete_many({"_id": {"$in": chunk}}))
+            chunk = {"_id": {"$in": stray[start:start + _DELETE_CHUNK]}}
+            call(functools.partial(self._delete_samples, chunk))
         self._delete_gridfs_files({"metadata.collection": collection, "metadata.index": {"$gte": committed}})
+
+    def _delete_samples(self, query: dict[str, Any]) -> None:
+        self._samples().delete_many(query)
 
     def _read_committed(self, committed: int) -> tuple[list[str], list[int]]:
         documents = self._connection.call(
@@ -228,8 +233,10 @@ class MongoWriter(StoreWriter):
         collection = self.spec.collection
         document = {"_id": progress_id(collection), "collection": collection, "kind": "progress",
                     "settings": settings.to_dict(), "stats": stats.to_dict(), "committed": stats.length}
-        self._connection.call(lambda: self._meta().replace_one(
-            {"_id": progress_id(collection)}, document, upsert=True))
+        self._connection.call(functools.partial(self._put_meta, document))
+
+    def _put_meta(self, document: dict[str, Any]) -> None:
+        self._meta().replace_one({"_id": document["_id"]}, document, upsert=True)
 
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         collection = self.spec.collection
@@ -237,12 +244,11 @@ class MongoWriter(StoreWriter):
         self._discard_uncommitted_once()
         call(lambda: self._meta().delete_many({"collection": collection, "kind": "labels"}))
         for document in label_parts(collection, labels):
-            call(lambda: self._meta().replace_one({"_id": document["_id"]}, document, upsert=True))
+            call(functools.partial(self._put_meta, document))
         manifest_document = {"_id": manifest_id(collection), "collection": collection, "kind": "manifest",
                              "manifest": manifest.to_json().decode("utf-8"),
                              "length": manifest.length, "keys": manifest.keys}
-        call(lambda: self._meta().replace_one({"_id": manifest_id(collection)}, manifest_document,
-                                              upsert=True))
+        call(functools.partial(self._put_meta, manifest_document))
         call(lambda: self._meta().delete_one({"_id": progress_id(collection)}))
 
     def close(self) -> None:
@@ -251,16 +257,13 @@ class MongoWriter(StoreWriter):
     # GridFS
 
     def _delete_gridfs_files(self, query: dict[str, Any]) -> None:
-        from pymongo.errors import OperationFailure
-
         import gridfs
+        from pymongo.errors import OperationFailure
 
         def delete_all() -> None:
             bucket = self._bucket()
             for file_id in [grid_out._id for grid_out in bucket.find(query)]:
-                try:
+                with contextlib.suppress(gridfs.errors.NoFile, OperationFailure):  # already gone
                     bucket.delete(file_id)
-                except (gridfs.errors.NoFile, OperationFailure):
-                    pass  # already gone
 
         self._connection.call(delete_all)
