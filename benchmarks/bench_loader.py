@@ -54,7 +54,7 @@ def one_epoch(loader_class: type, dataset: tud.Dataset, args: argparse.Namespace
     )
     seen = 0
     start = time.perf_counter()
-    for images, labels in loader:
+    for images, _labels in loader:
         seen += images.shape[0]
     elapsed = time.perf_counter() - start
     assert seen == len(dataset)

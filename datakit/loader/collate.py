@@ -57,25 +57,27 @@ def _map_structure(data: Any, convert: Callable[[Any], Any]) -> Any:
     return data
 
 
-def _rebuild_mapping(template: collections.abc.Mapping, values: dict) -> Any:
+def _rebuild_mapping(template: collections.abc.Mapping[Any, Any], values: dict[Any, Any]) -> Any:
     try:
         if isinstance(template, collections.abc.MutableMapping):
             clone = copy.copy(template)
             clone.update(values)
             return clone
-        return type(template)(values)
+        rebuild: Any = type(template)
+        return rebuild(values)
     except TypeError:
         return values
 
 
-def _rebuild_sequence(template: Sequence, values: list) -> Any:
+def _rebuild_sequence(template: Sequence[Any], values: list[Any]) -> Any:
     try:
         if isinstance(template, collections.abc.MutableSequence):
             clone = copy.copy(template)
             for position, value in enumerate(values):
                 clone[position] = value
             return clone
-        return type(template)(values)
+        rebuild: Any = type(template)
+        return rebuild(values)
     except TypeError:
         return values
 
@@ -112,7 +114,8 @@ def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
     first = batch[0]
     if first.is_nested:
         raise RuntimeError(
-            "Batches of nested tensors are not supported by default_collate; pass a collate_fn that handles them."
+            "Batches of nested tensors are not supported by default_collate; "
+            "pass a collate_fn that handles them."
         )
     if first.layout != torch.strided:
         raise RuntimeError(
@@ -123,7 +126,7 @@ def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
     if first.device.type == "cpu" and _in_worker_process():
         # Allocate the result in shared memory so it crosses the process boundary as a handle.
         numel = sum(item.numel() for item in batch)
-        storage = first._typed_storage()._new_shared(numel, device=first.device)
+        storage = first._typed_storage()._new_shared(numel, device=first.device)  # type: ignore[no-untyped-call]
         out = first.new(storage).resize_(len(batch), *first.shape)
     return torch.stack(list(batch), 0, out=out)
 
@@ -134,12 +137,12 @@ def _collate_numpy_array(batch: Sequence[np.ndarray]) -> Any:
     return default_collate([torch.as_tensor(item) for item in batch])
 
 
-def _collate_sequence(batch: Sequence[Sequence]) -> Any:
+def _collate_sequence(batch: Sequence[Sequence[Any]]) -> Any:
     first = batch[0]
     size = len(first)
     if any(len(item) != size for item in batch):
         raise RuntimeError("each element in list of batch should be of equal size")
-    columns = [default_collate(column) for column in zip(*batch)]
+    columns = [default_collate(column) for column in zip(*batch, strict=False)]
     if isinstance(first, tuple):
         return columns
     return _rebuild_sequence(first, columns)
@@ -186,7 +189,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
         columns = {key: default_collate([sample[key] for sample in batch]) for key in first}
         return _rebuild_mapping(first, columns)
     if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*(default_collate(column) for column in zip(*batch)))
+        return type(first)(*(default_collate(column) for column in zip(*batch, strict=False)))
     if isinstance(first, collections.abc.Sequence):
         return _collate_sequence(batch)
     if type(first).__module__.split(".")[0] == "PIL":

@@ -28,7 +28,9 @@ __all__ = ["DataLoader"]
 T = TypeVar("T")
 
 # Attributes that cannot change once the loader exists (as in torch).
-_FROZEN_ATTRIBUTES = frozenset({"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"})
+_FROZEN_ATTRIBUTES = frozenset(
+    {"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"}
+)
 
 
 class _InfiniteConstantSampler(Sampler[None]):
@@ -87,8 +89,8 @@ class DataLoader(Generic[T]):
         dataset: Dataset[T] | Iterable[T],
         batch_size: int | None = 1,
         shuffle: bool | None = None,
-        sampler: Sampler | Iterable | None = None,
-        batch_sampler: Sampler[list] | Iterable[list] | None = None,
+        sampler: Sampler[Any] | Iterable[Any] | None = None,
+        batch_sampler: Sampler[list[Any]] | Iterable[list[Any]] | None = None,
         num_workers: int = 0,
         collate_fn: Callable[[list[T]], Any] | None = None,
         pin_memory: bool = False,
@@ -134,11 +136,13 @@ class DataLoader(Generic[T]):
         if self._is_iterable:
             if shuffle not in {False, None}:
                 raise ValueError(
-                    f"DataLoader with IterableDataset: expected unspecified shuffle option, but got shuffle={shuffle}"
+                    "DataLoader with IterableDataset: expected unspecified shuffle option, "
+                    f"but got shuffle={shuffle}"
                 )
             if sampler is not None:
                 raise ValueError(
-                    f"DataLoader with IterableDataset: expected unspecified sampler option, but got sampler={sampler}"
+                    "DataLoader with IterableDataset: expected unspecified sampler option, "
+                    f"but got sampler={sampler}"
                 )
             if batch_sampler is not None:
                 raise ValueError(
@@ -152,7 +156,8 @@ class DataLoader(Generic[T]):
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError(
-                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                    "and drop_last"
                 )
             batch_size = None
             drop_last = False

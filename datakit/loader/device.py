@@ -55,11 +55,11 @@ class DeviceBackend(Protocol):
         """Makes ``stream`` current inside the ``with`` block."""
         ...
 
-    def new_event(self) -> Event:
-        """A new event."""
+    def new_event(self) -> Any:
+        """A new event (with ``record(stream)`` and ``synchronize()``)."""
         ...
 
-    def wait_event(self, stream: Any, event: Event) -> None:
+    def wait_event(self, stream: Any, event: Any) -> None:
         """Makes later work on ``stream`` wait for ``event`` (without blocking the host)."""
         ...
 
@@ -92,7 +92,7 @@ class CudaBackend:
         self.device = torch.device("cuda", index)
 
     def new_stream(self) -> torch.cuda.Stream:
-        return torch.cuda.Stream(device=self.device)
+        return torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
 
     def current_stream(self) -> torch.cuda.Stream:
         return torch.cuda.current_stream(self.device)
@@ -101,7 +101,7 @@ class CudaBackend:
         return torch.cuda.stream(stream)
 
     def new_event(self) -> torch.cuda.Event:
-        return torch.cuda.Event()
+        return torch.cuda.Event()  # type: ignore[no-untyped-call]
 
     def wait_event(self, stream: torch.cuda.Stream, event: torch.cuda.Event) -> None:
         stream.wait_event(event)

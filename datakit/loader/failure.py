@@ -8,6 +8,7 @@ belongs to, with its original type.
 
 from __future__ import annotations
 
+import contextlib
 import reprlib
 import sys
 import traceback
@@ -50,7 +51,9 @@ class WorkerFailure:
             indices: The sample indices being fetched, if any.
         """
         exc_type, exc, tb = sys.exc_info()
-        assert exc_type is not None and exc is not None, "capture() must be called while handling an exception"
+        assert exc_type is not None and exc is not None, (
+            "capture() must be called while handling an exception"
+        )
         return cls(
             exc_type=exc_type,
             type_name=f"{exc_type.__module__}.{exc_type.__qualname__}",
@@ -62,11 +65,15 @@ class WorkerFailure:
 
     def without_type(self) -> WorkerFailure:
         """Returns a copy that does not reference the exception class (always picklable)."""
-        return WorkerFailure(None, self.type_name, self.message, self.traceback, self.where, _safe(self.indices))
+        return WorkerFailure(
+            None, self.type_name, self.message, self.traceback, self.where, _safe(self.indices)
+        )
 
     def describe(self) -> str:
         """The full message: original message, where, which indices, and the remote traceback."""
-        indices = "" if self.indices is None else f" while fetching indices {_indices_repr.repr(self.indices)}"
+        indices = (
+            "" if self.indices is None else f" while fetching indices {_indices_repr.repr(self.indices)}"
+        )
         return (
             f"{self.message}\n\n"
             f"Caught {self.type_name} in {self.where}{indices}.\n"
@@ -86,15 +93,21 @@ class WorkerFailure:
             error = RuntimeError(text)
         else:
             try:
-                error = self.exc_type(text)
+                # KeyError shows repr() of its argument; keep the description readable.
+                error = self.exc_type(_ReadableText(text) if issubclass(self.exc_type, KeyError) else text)
             except Exception:  # the type needs other constructor arguments
                 error = RuntimeError(text)
         for name, value in (("worker_where", self.where), ("indices", self.indices)):
-            try:
+            with contextlib.suppress(AttributeError):
                 setattr(error, name, value)
-            except AttributeError:
-                pass
         raise error
+
+
+class _ReadableText(str):
+    """A str whose repr is itself (for exceptions that print repr of their message)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _safe(indices: Any) -> Any:

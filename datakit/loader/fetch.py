@@ -35,7 +35,9 @@ class MapFetcher:
         drop_last: Unused for map-style datasets (the batch sampler drops).
     """
 
-    def __init__(self, dataset: Any, collate_fn: Callable[[Any], Any], auto_collation: bool, drop_last: bool) -> None:
+    def __init__(
+        self, dataset: Any, collate_fn: Callable[[Any], Any], auto_collation: bool, drop_last: bool
+    ) -> None:
         self.dataset = dataset
         self.collate_fn = collate_fn
         self.auto_collation = auto_collation
@@ -62,7 +64,9 @@ class IterableFetcher:
         drop_last: Drop a final batch shorter than requested.
     """
 
-    def __init__(self, dataset: Any, collate_fn: Callable[[Any], Any], auto_collation: bool, drop_last: bool) -> None:
+    def __init__(
+        self, dataset: Any, collate_fn: Callable[[Any], Any], auto_collation: bool, drop_last: bool
+    ) -> None:
         self.collate_fn = collate_fn
         self.auto_collation = auto_collation
         self.drop_last = drop_last

@@ -50,7 +50,7 @@ def draw_base_seed(generator: torch.Generator | None) -> int:
 class _BaseIterator:
     """What both iterators share: sampler iteration, seeding, pinning and staging."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: DataLoader[Any]) -> None:
         self._dataset = loader.dataset
         self._is_iterable = loader._is_iterable
         self._auto_collation = loader._auto_collation
@@ -91,12 +91,14 @@ class _BaseIterator:
         raise NotImplementedError
 
     def __next__(self) -> Any:
-        if self._stager is not None:
-            data = self._stager.next(self._next_staged_source)
-        else:
-            data = self._next_data()
+        stager = self._stager
+        data = self._next_data() if stager is None else stager.next(self._next_staged_source)
         self._num_yielded += 1
-        if self._is_iterable and self._reported_length is not None and self._num_yielded > self._reported_length:
+        if (
+            self._is_iterable
+            and self._reported_length is not None
+            and self._num_yielded > self._reported_length
+        ):
             warnings.warn(
                 f"Length of IterableDataset {self._dataset} was reported to be {self._reported_length} "
                 f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched.",
@@ -104,7 +106,7 @@ class _BaseIterator:
             )
         return data
 
-    def _reset(self, loader: DataLoader) -> None:
+    def _reset(self, loader: DataLoader[Any]) -> None:
         self._sampler_iter = iter(self._index_sampler)
         self._num_yielded = 0
         self._reported_length = loader._IterableDataset_len_called
@@ -115,9 +117,11 @@ class _BaseIterator:
 class SingleProcessIterator(_BaseIterator):
     """Fetches every batch in the calling process (``num_workers=0``)."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: DataLoader[Any]) -> None:
         super().__init__(loader)
-        self._fetcher = self._make_fetcher()(self._dataset, self._collate_fn, self._auto_collation, self._drop_last)
+        self._fetcher = self._make_fetcher()(
+            self._dataset, self._collate_fn, self._auto_collation, self._drop_last
+        )
         self._start_staging(_RING_SPARE_SLOTS)
 
     def _next_data(self) -> Any:
@@ -165,7 +169,7 @@ def _resolve_context(context: Any) -> Any:
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: DataLoader[Any]) -> None:
         super().__init__(loader)
         assert loader.prefetch_factor is not None and loader.prefetch_factor > 0, "validated by DataLoader"
         self._persistent = loader.persistent_workers
@@ -187,7 +191,7 @@ class MultiProcessIterator(_BaseIterator):
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
         self._start_staging(self._ledger.capacity + _RING_SPARE_SLOTS)
-        self._results: queue.Queue | None = None
+        self._results: queue.Queue[Any] | None = None
         pin = self._pin_function()
         if pin is not None:
             self._results = queue.Queue()
@@ -220,7 +224,7 @@ class MultiProcessIterator(_BaseIterator):
         for _ in range(self._ledger.capacity):
             self._try_put_index()
 
-    def _reset(self, loader: DataLoader) -> None:
+    def _reset(self, loader: DataLoader[Any]) -> None:
         super()._reset(loader)
         self._epoch += 1
         for worker_id in range(self._pool.num_workers):
@@ -248,7 +252,11 @@ class MultiProcessIterator(_BaseIterator):
         """
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         while True:
-            wait = _POLL_SECONDS if deadline is None else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
+            wait = (
+                _POLL_SECONDS
+                if deadline is None
+                else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
+            )
             item = self._receive_once(wait)
             if item is not None:
                 return item
@@ -271,7 +279,8 @@ class MultiProcessIterator(_BaseIterator):
             return None
         if isinstance(item, ThreadFailed):
             raise item.error
-        return item
+        worker_id, task_id, payload = item
+        return worker_id, task_id, payload
 
     def _next_data(self) -> Any:
         if self._resources.closed:
@@ -305,7 +314,9 @@ class MultiProcessIterator(_BaseIterator):
                     return self._process(delivery)
 
     def _next_staged_source(self) -> Pinned:
-        return self._next_data()
+        pinned = self._next_data()
+        assert isinstance(pinned, Pinned), "with a device, the pin thread puts every batch in the ring"
+        return pinned
 
     def _process(self, delivery: Delivery) -> Any:
         self._try_put_index()

@@ -41,7 +41,8 @@ def map_tensors(data: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
                 clone = copy.copy(data)
                 clone.update(values)
                 return clone
-            return type(data)(values)
+            rebuild: Any = type(data)
+            return rebuild(values)
         except TypeError:
             return values
     if isinstance(data, tuple) and hasattr(data, "_fields"):
@@ -51,7 +52,8 @@ def map_tensors(data: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(data, collections.abc.Sequence):
         items = [map_tensors(item, fn) for item in data]
         try:
-            return type(data)(items)
+            rebuild_sequence: Any = type(data)
+            return rebuild_sequence(items)
         except TypeError:
             return items
     return data
@@ -72,7 +74,7 @@ def iter_tensors(data: Any) -> list[torch.Tensor]:
 def pin_loop(
     receive: Callable[[float], tuple[int, Result] | None],
     pin: Callable[[Any], Any],
-    out: queue.Queue,
+    out: queue.Queue[Any],
     done: threading.Event,
     poll_interval: float,
 ) -> None:
@@ -104,7 +106,7 @@ def pin_loop(
             return
 
 
-def _put(out: queue.Queue, item: Any, done: threading.Event, poll_interval: float) -> bool:
+def _put(out: queue.Queue[Any], item: Any, done: threading.Event, poll_interval: float) -> bool:
     """Puts with a timeout, giving up when ``done`` is set; returns whether it was put."""
     while not done.is_set():
         try:

@@ -9,13 +9,13 @@ leaving the loader waiting for a result that will never come.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import multiprocessing
 import multiprocessing.connection
 import signal
 import time
 from multiprocessing.connection import Connection
-from multiprocessing.context import BaseContext
 from typing import Any
 
 from datakit.loader.protocol import STOP, Result
@@ -23,8 +23,9 @@ from datakit.loader.worker import WorkerConfig, worker_loop
 
 __all__ = ["WorkerPool", "WorkerDiedError"]
 
-# Linux lets a pipe buffer grow to /proc/sys/fs/pipe-max-size (1 MiB by default);
-# a bigger buffer lets a worker send a non-tensor batch without waiting for the reader.
+# Linux lets a pipe buffer grow to /proc/sys/fs/pipe-max-size (1 MiB by default). Bigger
+# buffers let a worker send a non-tensor batch, and the main process send a full
+# prefetch window of index lists, without waiting for the other side to read.
 _F_SETPIPE_SZ = 1031
 _PIPE_BYTES = 1 << 20
 
@@ -37,10 +38,8 @@ class WorkerDiedError(RuntimeError):
 
 
 def _grow_pipe(connection: Connection) -> None:
-    try:
+    with contextlib.suppress(OSError):  # best effort: the default buffer only costs some waiting
         fcntl.fcntl(connection.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
-    except OSError:
-        pass  # best effort: the default buffer only costs some waiting
 
 
 def _describe_exit(exitcode: int | None) -> str:
@@ -63,7 +62,7 @@ class WorkerPool:
         context: The multiprocessing context that starts them.
     """
 
-    def __init__(self, config: WorkerConfig, context: BaseContext) -> None:
+    def __init__(self, config: WorkerConfig, context: Any) -> None:
         self.num_workers = config.num_workers
         self._stop = context.Event()
         self._task_writers: list[Connection] = []
@@ -79,9 +78,10 @@ class WorkerPool:
             self.shutdown()
             raise
 
-    def _start_worker(self, config: WorkerConfig, context: BaseContext, worker_id: int) -> None:
+    def _start_worker(self, config: WorkerConfig, context: Any, worker_id: int) -> None:
         task_reader, task_writer = context.Pipe(duplex=False)
         result_reader, result_writer = context.Pipe(duplex=False)
+        _grow_pipe(task_writer)
         _grow_pipe(result_writer)
         process = context.Process(
             target=worker_loop,
@@ -121,10 +121,8 @@ class WorkerPool:
     def retire(self, worker_id: int) -> None:
         """Tells a worker to exit (its dataset is exhausted); its exit is then expected."""
         self._retired.add(worker_id)
-        try:
+        with contextlib.suppress(OSError):
             self._task_writers[worker_id].send(STOP)
-        except OSError:
-            pass
 
     def receive(self, timeout: float) -> tuple[int, Result] | None:
         """Waits up to ``timeout`` seconds for one result from any worker.
@@ -184,10 +182,8 @@ class WorkerPool:
         self._closed = True
         self._stop.set()
         for writer in self._task_writers:
-            try:
+            with contextlib.suppress(OSError):
                 writer.send(STOP)
-            except OSError:
-                pass
         # Closing our read ends unblocks a worker stuck sending a large result.
         for connection in (*self._result_readers, *self._task_writers):
             connection.close()

@@ -110,7 +110,9 @@ class RandomSampler(Sampler[int]):
         total = self.num_samples
         if self.replacement:
             for _ in range(total // _REPLACEMENT_CHUNK):
-                yield from torch.randint(size, (_REPLACEMENT_CHUNK,), dtype=torch.int64, generator=generator).tolist()
+                yield from torch.randint(
+                    size, (_REPLACEMENT_CHUNK,), dtype=torch.int64, generator=generator
+                ).tolist()
             yield from torch.randint(
                 size, (total % _REPLACEMENT_CHUNK,), dtype=torch.int64, generator=generator
             ).tolist()
@@ -165,7 +167,9 @@ class WeightedRandomSampler(Sampler[int]):
         generator: torch.Generator | None = None,
     ) -> None:
         if not _is_positive_int(num_samples):
-            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+            raise ValueError(
+                f"num_samples should be a positive integer value, but got num_samples={num_samples}"
+            )
         if not isinstance(replacement, bool):
             raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
         weights_tensor = torch.as_tensor(weights, dtype=torch.double)
@@ -204,7 +208,9 @@ class BatchSampler(Sampler[list[int]]):
 
     def __init__(self, sampler: Sampler[int] | Iterable[int], batch_size: int, drop_last: bool) -> None:
         if not _is_positive_int(batch_size):
-            raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
+            raise ValueError(
+                f"batch_size should be a positive integer value, but got batch_size={batch_size}"
+            )
         if not isinstance(drop_last, bool):
             raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
         self.sampler = sampler

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -116,7 +117,7 @@ def numpy_seed(base_seed: int, worker_id: int) -> list[int]:
     correlated streams).
     """
     entropy = [worker_id, base_seed & 0xFFFFFFFF, base_seed >> 32, 0]
-    return np.random.SeedSequence(entropy).generate_state(4).tolist()
+    return [int(word) for word in np.random.SeedSequence(entropy).generate_state(4)]
 
 
 def _seed_everything(base_seed: int, worker_id: int) -> int:

@@ -89,7 +89,9 @@ class ImageDataset(Dataset):
 
     def __init__(self, length: int = 1024) -> None:
         self.length = length
-        self.base = torch.arange(3 * 32 * 32, dtype=torch.int64).remainder(251).to(torch.uint8).view(3, 32, 32)
+        self.base = (
+            torch.arange(3 * 32 * 32, dtype=torch.int64).remainder(251).to(torch.uint8).view(3, 32, 32)
+        )
 
     def __len__(self) -> int:
         return self.length
@@ -102,7 +104,7 @@ class ImageDataset(Dataset):
 
 
 class ShardedIterable(IterableDataset):
-    """Yields ``range(length)`` split into contiguous shards, one per worker (via datakit's get_worker_info)."""
+    """Yields ``range(length)`` in contiguous shards, one per worker (by datakit's get_worker_info)."""
 
     def __init__(self, length: int = 25) -> None:
         self.length = length

@@ -89,7 +89,7 @@ def assert_same(expected: Any, actual: Any, path: str = "batch") -> None:
             assert_same(expected[key], actual[key], f"{path}[{key!r}]")
     elif isinstance(expected, (list, tuple)):
         assert len(expected) == len(actual), f"{path}: length {len(actual)} != {len(expected)}"
-        for position, (left, right) in enumerate(zip(expected, actual)):
+        for position, (left, right) in enumerate(zip(expected, actual, strict=True)):
             assert_same(left, right, f"{path}[{position}]")
     elif isinstance(expected, np.ndarray):
         np.testing.assert_array_equal(expected, actual)
@@ -97,7 +97,9 @@ def assert_same(expected: Any, actual: Any, path: str = "batch") -> None:
         assert expected == actual, f"{path}: {actual!r} != {expected!r}"
 
 
-def run_loader(loader_class: type, dataset: Any, make_kwargs: Callable[[], dict], epochs: int, seed: int) -> list:
+def run_loader(
+    loader_class: type, dataset: Any, make_kwargs: Callable[[], dict], epochs: int, seed: int
+) -> list:
     """All batches of ``epochs`` passes, with the global and loader RNGs seeded the same way."""
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -111,9 +113,7 @@ def run_loader(loader_class: type, dataset: Any, make_kwargs: Callable[[], dict]
         gc.collect()
 
 
-def compare_with_torch(
-    dataset: Any, make_kwargs: Callable[[], dict], epochs: int = 1, seed: int = 0
-) -> list:
+def compare_with_torch(dataset: Any, make_kwargs: Callable[[], dict], epochs: int = 1, seed: int = 0) -> list:
     """Runs the same configuration through torch's and datakit's loaders and asserts equal batches.
 
     Args:
@@ -128,7 +128,7 @@ def compare_with_torch(
     expected = run_loader(torch.utils.data.DataLoader, dataset, make_kwargs, epochs, seed)
     actual = run_loader(datakit.DataLoader, dataset, make_kwargs, epochs, seed)
     assert len(expected) == len(actual)
-    for epoch, (left, right) in enumerate(zip(expected, actual)):
+    for epoch, (left, right) in enumerate(zip(expected, actual, strict=True)):
         assert len(left) == len(right), f"epoch {epoch}: {len(right)} batches, torch gave {len(left)}"
         assert_same(left, right, f"epoch{epoch}")
     return actual[-1]

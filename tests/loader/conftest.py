@@ -21,6 +21,6 @@ def no_leaks():
         f"child processes left behind: {leaked_children(children_before)}"
     )
     assert wait_until(lambda: not multiprocessing.active_children())
-    assert wait_until(lambda: not (shm_files() - shm_before)), f"shared memory left: {shm_files() - shm_before}"
-
-
+    assert wait_until(lambda: not (shm_files() - shm_before)), (
+        f"shared memory left: {shm_files() - shm_before}"
+    )

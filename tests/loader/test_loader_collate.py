@@ -79,8 +79,9 @@ def test_collate_in_main_process_is_not_shared():
 
 def test_collate_in_worker_uses_shared_memory():
     loader = datakit.DataLoader(
-        range(4), batch_size=2, num_workers=1, collate_fn=lambda batch: datakit.default_collate(
-            [torch.tensor([i]) for i in batch]
-        ).is_shared()
+        range(4),
+        batch_size=2,
+        num_workers=1,
+        collate_fn=lambda batch: datakit.default_collate([torch.tensor([i]) for i in batch]).is_shared(),
     )
     assert list(loader) == [True, True]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 import torch.utils.data as tud
 from _loader_datasets import (
     GetItemsDataset,
@@ -39,14 +38,22 @@ def test_shuffled_with_generator(num_workers):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_shuffled_with_global_rng(num_workers):
-    compare_with_torch(RandomDataset(17), lambda: {"batch_size": 4, "shuffle": True, "num_workers": num_workers})
+    compare_with_torch(
+        RandomDataset(17), lambda: {"batch_size": 4, "shuffle": True, "num_workers": num_workers}
+    )
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_drop_last(num_workers):
     batches = compare_with_torch(
         RangeDataset(23),
-        lambda: {"batch_size": 5, "shuffle": True, "drop_last": True, "num_workers": num_workers, "generator": seeded(2)},
+        lambda: {
+            "batch_size": 5,
+            "shuffle": True,
+            "drop_last": True,
+            "num_workers": num_workers,
+            "generator": seeded(2),
+        },
     )
     assert len(batches) == 4
 
@@ -54,7 +61,8 @@ def test_drop_last(num_workers):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_no_auto_batching(num_workers):
     compare_with_torch(
-        NestedDataset(9), lambda: {"batch_size": None, "shuffle": True, "num_workers": num_workers, "generator": seeded(4)}
+        NestedDataset(9),
+        lambda: {"batch_size": None, "shuffle": True, "num_workers": num_workers, "generator": seeded(4)},
     )
 
 
@@ -74,7 +82,8 @@ def test_no_auto_batching(num_workers):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_every_sampler(module, make_sampler, num_workers):
     compare_with_torch(
-        RandomDataset(19), lambda: {"batch_size": 4, "sampler": make_sampler(module), "num_workers": num_workers}
+        RandomDataset(19),
+        lambda: {"batch_size": 4, "sampler": make_sampler(module), "num_workers": num_workers},
     )
 
 
@@ -82,7 +91,10 @@ def test_every_sampler(module, make_sampler, num_workers):
 def test_batch_sampler(num_workers):
     def make():
         sampler = samplers.RandomSampler(range(20), generator=seeded(9))
-        return {"batch_sampler": samplers.BatchSampler(sampler, 6, drop_last=False), "num_workers": num_workers}
+        return {
+            "batch_sampler": samplers.BatchSampler(sampler, 6, drop_last=False),
+            "num_workers": num_workers,
+        }
 
     compare_with_torch(RangeDataset(20), make)
 
@@ -140,7 +152,9 @@ def test_prefetch_factor(prefetch_factor):
 @pytest.mark.parametrize("num_workers", WORKERS)
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_iterable_sharded_with_worker_info(num_workers, drop_last):
-    compare_with_torch(ShardedIterable(25), lambda: {"batch_size": 4, "drop_last": drop_last, "num_workers": num_workers})
+    compare_with_torch(
+        ShardedIterable(25), lambda: {"batch_size": 4, "drop_last": drop_last, "num_workers": num_workers}
+    )
 
 
 @pytest.mark.parametrize("num_workers", [0, 3])
@@ -161,7 +175,8 @@ def test_iterable_without_batching():
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_nested_samples(num_workers):
     compare_with_torch(
-        NestedDataset(14), lambda: {"batch_size": 4, "shuffle": True, "num_workers": num_workers, "generator": seeded(3)}
+        NestedDataset(14),
+        lambda: {"batch_size": 4, "shuffle": True, "num_workers": num_workers, "generator": seeded(3)},
     )
 
 
@@ -186,7 +201,9 @@ def test_custom_collate_fn():
 
 
 def test_out_of_order_delivers_the_same_batches():
-    make = lambda: {"batch_size": 3, "num_workers": 2, "in_order": False, "shuffle": True, "generator": seeded(7)}  # noqa: E731
+    def make():
+        return {"batch_size": 3, "num_workers": 2, "in_order": False, "shuffle": True, "generator": seeded(7)}
+
     # Which worker takes which task depends on timing here, so compare worker-independent samples.
     expected = run_loader(tud.DataLoader, RangeDataset(20), make, 1, 0)[0]
     actual = run_loader(datakit.DataLoader, RangeDataset(20), make, 1, 0)[0]
@@ -207,7 +224,9 @@ def test_len_matches_torch():
         {"batch_size": None},
         {"batch_sampler": tud.BatchSampler(range(10), 3, False)},
     ):
-        assert len(datakit.DataLoader(RangeDataset(10), **kwargs)) == len(tud.DataLoader(RangeDataset(10), **kwargs))
+        assert len(datakit.DataLoader(RangeDataset(10), **kwargs)) == len(
+            tud.DataLoader(RangeDataset(10), **kwargs)
+        )
     for kwargs in ({"batch_size": 4}, {"batch_size": 4, "drop_last": True}, {"batch_size": None}):
         assert len(datakit.DataLoader(ShardedIterable(10), **kwargs)) == len(
             tud.DataLoader(ShardedIterable(10), **kwargs)

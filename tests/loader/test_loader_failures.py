@@ -58,7 +58,9 @@ def test_worker_init_fn_failure_is_raised():
 
 
 def test_unpicklable_batch_is_reported_not_hung():
-    loader = datakit.DataLoader(RangeDataset(4), batch_size=2, num_workers=1, collate_fn=lambda batch: lambda: batch)
+    loader = datakit.DataLoader(
+        RangeDataset(4), batch_size=2, num_workers=1, collate_fn=lambda batch: lambda: batch
+    )
     with pytest.raises(Exception, match="sending the batch to the main process"):
         next(iter(loader))
 

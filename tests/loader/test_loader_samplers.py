@@ -60,7 +60,9 @@ def test_sampler_matches_torch(make):
 @pytest.mark.parametrize("drop_last", [True, False])
 def test_distributed_sampler_matches_torch(length, shuffle, drop_last):
     for rank in range(3):
-        ours = samplers.DistributedSampler(range(length), 3, rank, shuffle=shuffle, seed=5, drop_last=drop_last)
+        ours = samplers.DistributedSampler(
+            range(length), 3, rank, shuffle=shuffle, seed=5, drop_last=drop_last
+        )
         theirs = tud.DistributedSampler(range(length), 3, rank, shuffle=shuffle, seed=5, drop_last=drop_last)
         for epoch in range(2):
             ours.set_epoch(epoch)

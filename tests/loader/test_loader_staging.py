@@ -17,8 +17,10 @@ from datakit.loader.staging import DeviceStager, PinnedRing
 
 
 def batches(count: int, size: int = 4) -> list[dict]:
-    return [{"x": torch.full((size, 3), i, dtype=torch.float32), "y": torch.arange(size) + i, "name": f"b{i}"}
-            for i in range(count)]
+    return [
+        {"x": torch.full((size, 3), i, dtype=torch.float32), "y": torch.arange(size) + i, "name": f"b{i}"}
+        for i in range(count)
+    ]
 
 
 def source_of(items: list, error_at: int | None = None):
@@ -142,9 +144,13 @@ def recording_backend(monkeypatch):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_device_loader_yields_the_plain_batches(recording_backend, num_workers):
     kwargs = {"batch_size": 4, "shuffle": True, "num_workers": num_workers}
-    expected = list(datakit.DataLoader(NestedDataset(14), generator=torch.Generator().manual_seed(1), **kwargs))
+    expected = list(
+        datakit.DataLoader(NestedDataset(14), generator=torch.Generator().manual_seed(1), **kwargs)
+    )
     actual = list(
-        datakit.DataLoader(NestedDataset(14), generator=torch.Generator().manual_seed(1), device="cuda", **kwargs)
+        datakit.DataLoader(
+            NestedDataset(14), generator=torch.Generator().manual_seed(1), device="cuda", **kwargs
+        )
     )
     assert_same(expected, actual)
     copies = [call for call in recording_backend.calls if call[0] == "to_device"]
@@ -153,7 +159,9 @@ def test_device_loader_yields_the_plain_batches(recording_backend, num_workers):
 
 
 def test_device_loader_reuses_a_bounded_ring(recording_backend):
-    loader = datakit.DataLoader(ImageDataset(512), batch_size=16, num_workers=2, prefetch_factor=2, device="cuda")
+    loader = datakit.DataLoader(
+        ImageDataset(512), batch_size=16, num_workers=2, prefetch_factor=2, device="cuda"
+    )
     assert sum(1 for _ in loader) == 32
     allocations = [call for call in recording_backend.calls if call[0] == "empty_pinned"]
     # two tensors per batch, at most prefetch_factor * num_workers + 2 slots
@@ -161,7 +169,9 @@ def test_device_loader_reuses_a_bounded_ring(recording_backend):
 
 
 def test_device_loader_with_persistent_workers_and_early_break(recording_backend):
-    loader = datakit.DataLoader(RangeDataset(40), batch_size=4, num_workers=2, persistent_workers=True, device="cuda")
+    loader = datakit.DataLoader(
+        RangeDataset(40), batch_size=4, num_workers=2, persistent_workers=True, device="cuda"
+    )
     for position, _ in enumerate(loader):
         if position == 1:
             break
@@ -176,11 +186,15 @@ def test_device_without_cuda_warns_once_and_yields_cpu_tensors(monkeypatch):
         first = list(loader)
         second = list(loader)
     assert len(warned) == 1
-    assert [batch.tolist() for batch in first] == [batch.tolist() for batch in second] == [
-        [0, 1, 2, 3],
-        [4, 5, 6, 7],
-        [8, 9],
-    ]
+    assert (
+        [batch.tolist() for batch in first]
+        == [batch.tolist() for batch in second]
+        == [
+            [0, 1, 2, 3],
+            [4, 5, 6, 7],
+            [8, 9],
+        ]
+    )
     assert all(batch.device.type == "cpu" for batch in first)
 
 

@@ -64,14 +64,20 @@ def compare_start_method(method: str, dataset, kwargs: dict, epochs: int) -> Non
     """datakit with ``method`` against torch with fork (the seeds do not depend on the start method)."""
     expected = run_loader(tud.DataLoader, dataset, lambda: dict(kwargs, generator=seeded(3)), epochs, 0)
     actual = run_loader(
-        datakit.DataLoader, dataset, lambda: dict(kwargs, generator=seeded(3), multiprocessing_context=method), epochs, 0
+        datakit.DataLoader,
+        dataset,
+        lambda: dict(kwargs, generator=seeded(3), multiprocessing_context=method),
+        epochs,
+        0,
     )
     assert_same(expected, actual)
 
 
 @pytest.mark.slow
 def test_forkserver_matches_torch():
-    compare_start_method("forkserver", RandomDataset(10), {"batch_size": 3, "shuffle": True, "num_workers": 2}, 1)
+    compare_start_method(
+        "forkserver", RandomDataset(10), {"batch_size": 3, "shuffle": True, "num_workers": 2}, 1
+    )
 
 
 @pytest.mark.slow
@@ -117,7 +123,9 @@ def test_invalid_arguments_raise_like_torch(kwargs, error, match):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"shuffle": True}, {"sampler": [0]}, {"batch_sampler": [[0]]}], ids=["shuffle", "sampler", "batch"]
+    "kwargs",
+    [{"shuffle": True}, {"sampler": [0]}, {"batch_sampler": [[0]]}],
+    ids=["shuffle", "sampler", "batch"],
 )
 def test_iterable_dataset_rejects_samplers_like_torch(kwargs):
     with pytest.raises(ValueError, match="IterableDataset"):
@@ -141,4 +149,6 @@ def test_iterator_cannot_be_pickled():
 
 
 def test_plain_sequences_and_default_convert():
-    assert_same(list(tud.DataLoader([1, 2, 3], batch_size=None)), list(datakit.DataLoader([1, 2, 3], batch_size=None)))
+    assert_same(
+        list(tud.DataLoader([1, 2, 3], batch_size=None)), list(datakit.DataLoader([1, 2, 3], batch_size=None))
+    )
