@@ -256,7 +256,7 @@ class DataLoader(Generic[T]):
 
     def __iter__(self) -> SingleProcessIterator | MultiProcessIterator:
         if self.persistent_workers and self.num_workers > 0:
-            if self._iterator is None:
+            if self._iterator is None or self._iterator.is_closed:
                 self._iterator = MultiProcessIterator(self)
             else:
                 self._iterator._reset(self)

@@ -216,6 +216,11 @@ class MultiProcessIterator(_BaseIterator):
         return None
 
     @property
+    def is_closed(self) -> bool:
+        """True once the workers have been stopped (end of epoch, error or :meth:`shutdown`)."""
+        return self._resources.closed
+
+    @property
     def worker_pids(self) -> list[int | None]:
         """The worker processes' ids (for diagnostics and tests)."""
         return self._pool.pids

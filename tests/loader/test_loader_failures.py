@@ -146,3 +146,12 @@ def test_keyboard_interrupt_in_worker_does_not_hang(tmp_path):
     os.kill(iterator.worker_pids[0], signal.SIGINT)  # what Ctrl-C sends to the whole process group
     with pytest.raises(RuntimeError, match="exited unexpectedly with exit code 0"):
         next(iterator)
+
+
+def test_persistent_loader_recovers_after_a_fatal_error():
+    loader = datakit.DataLoader(KillingDataset(8, bad_index=2), batch_size=2, num_workers=2, persistent_workers=True)
+    with pytest.raises(RuntimeError, match="SIGKILL"):
+        list(loader)
+    # the next epoch starts fresh workers; a healthy dataset shows the loader itself is usable
+    loader.dataset.bad_index = -1
+    assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
