@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -141,6 +142,7 @@ class MongoConnection:
         self.retry = retry
         self._client: Any = None
         self._pid: int | None = None
+        self._finalizer: Callable[[], Any] | None = None
 
     @property
     def client(self) -> Any:
@@ -149,6 +151,8 @@ class MongoConnection:
             # A client inherited through fork belongs to the parent: never use it.
             self._client = self._open_client()
             self._pid = os.getpid()
+            # A reader nobody closed (a dataset going out of scope) still closes its client.
+            self._finalizer = weakref.finalize(self, _close_if_owner, self._client, self._pid)
         return self._client
 
     def database(self, write_concern: Any = None) -> Any:
@@ -240,7 +244,14 @@ class MongoConnection:
 
     def close(self) -> None:
         """Close this process's client; one inherited through fork is left alone."""
-        if self._client is not None and self._pid == os.getpid():
-            self._client.close()
+        if self._finalizer is not None and self._pid == os.getpid():
+            self._finalizer()  # closes the client, once
         self._client = None
         self._pid = None
+        self._finalizer = None
+
+
+def _close_if_owner(client: Any, pid: int) -> None:
+    """Close ``client`` in the process that opened it, never in a forked child."""
+    if os.getpid() == pid:
+        client.close()
