@@ -43,6 +43,10 @@ class DeviceBackend(Protocol):
 
     device: torch.device
 
+    def bind_thread(self) -> None:
+        """Makes the device current in the calling thread (called first on the pin thread)."""
+        ...
+
     def new_stream(self) -> Any:
         """A new side stream."""
         ...
@@ -90,6 +94,9 @@ class CudaBackend:
     def __init__(self, device: torch.device) -> None:
         index = device.index if device.index is not None else torch.cuda.current_device()
         self.device = torch.device("cuda", index)
+
+    def bind_thread(self) -> None:
+        torch.cuda.set_device(self.device)
 
     def new_stream(self) -> torch.cuda.Stream:
         return torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
@@ -171,6 +178,9 @@ class CpuBackend:
         if self.recording:
             with self._lock:
                 self.calls.append(call)
+
+    def bind_thread(self) -> None:
+        self.log("bind_thread", threading.current_thread().name)
 
     def new_stream(self) -> _CpuStream:
         with self._lock:

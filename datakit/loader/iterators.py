@@ -193,11 +193,19 @@ class MultiProcessIterator(_BaseIterator):
         self._start_staging(self._ledger.capacity + _RING_SPARE_SLOTS)
         self._results: queue.Queue[Any] | None = None
         pin = self._pin_function()
-        if pin is not None:
+        backend = self._backend if self._backend is not None else self._pin_backend
+        if pin is not None and backend is not None:
             self._results = queue.Queue()
             thread = threading.Thread(
                 target=pin_loop,
-                args=(self._pool.receive, pin, self._results, self._resources.done, _POLL_SECONDS),
+                args=(
+                    self._pool.receive,
+                    pin,
+                    self._results,
+                    self._resources.done,
+                    _POLL_SECONDS,
+                    backend.bind_thread,
+                ),
                 name="datakit-loader-pin",
                 daemon=True,
             )
@@ -334,5 +342,5 @@ class MultiProcessIterator(_BaseIterator):
             self._ring.release(payload.slot)
 
     def shutdown(self) -> None:
-        """Stops the workers and the pin thread now; the iterator is then exhausted."""
+        """Stops the workers and the pin thread now; a later ``next()`` raises ``RuntimeError``."""
         self._finalizer()

@@ -77,6 +77,7 @@ def pin_loop(
     out: queue.Queue[Any],
     done: threading.Event,
     poll_interval: float,
+    setup: Callable[[], None] = lambda: None,
 ) -> None:
     """Moves results from the workers to the main thread, pinning each batch.
 
@@ -87,7 +88,13 @@ def pin_loop(
             or a :class:`~datakit.loader.protocol.ThreadFailed`.
         done: Set by the main thread to stop this loop.
         poll_interval: Seconds between checks of ``done`` while waiting.
+        setup: Called once first, on this thread (binds the CUDA device).
     """
+    try:
+        setup()
+    except BaseException as error:
+        _put(out, ThreadFailed(error), done, poll_interval)
+        return
     while not done.is_set():
         try:
             received = receive(poll_interval)

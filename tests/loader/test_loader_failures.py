@@ -149,7 +149,9 @@ def test_keyboard_interrupt_in_worker_does_not_hang(tmp_path):
 
 
 def test_persistent_loader_recovers_after_a_fatal_error():
-    loader = datakit.DataLoader(KillingDataset(8, bad_index=2), batch_size=2, num_workers=2, persistent_workers=True)
+    loader = datakit.DataLoader(
+        KillingDataset(8, bad_index=2), batch_size=2, num_workers=2, persistent_workers=True
+    )
     with pytest.raises(RuntimeError, match="SIGKILL"):
         list(loader)
     # the next epoch starts fresh workers; a healthy dataset shows the loader itself is usable

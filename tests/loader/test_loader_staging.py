@@ -215,7 +215,8 @@ def test_pin_thread_runs_during_iteration_and_stops_after(monkeypatch):
     iterator = iter(loader)
     assert len(pin_threads()) == 1
     assert [batch.tolist() for batch in iterator] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
-    assert [call[0] for call in backend.calls] == ["pin"] * 3
+    assert [call[0] for call in backend.calls] == ["bind_thread"] + ["pin"] * 3
+    assert backend.calls[0] == ("bind_thread", "datakit-loader-pin")
     assert not any(thread.is_alive() for thread in pin_threads())
 
 
