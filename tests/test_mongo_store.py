@@ -38,6 +38,7 @@ from datakit.errors import (
 )
 from datakit.stores import mongo_writer, resolve_store
 from datakit.stores.mongo_layout import GRIDFS_BUCKET, META_COLLECTION, progress_id
+from datakit.synthetic import make_image_folder
 from tests.conftest import CLASSES, PER_CLASS, source_files
 
 pytestmark = pytest.mark.integration
@@ -203,6 +204,41 @@ def test_resume_after_sigkill_stores_every_image_exactly_once(location, fresh_fo
     files = [(fresh_folder / name).read_bytes() for name in source_files(fresh_folder)]
     assert [dataset[index][0] for index in range(GOOD)] == files
     assert datakit.convert(fresh_folder, uri, collection=collection, resume=True).complete
+
+
+_THROTTLED_CONVERSION = textwrap.dedent("""
+    import sys, time
+    import datakit
+
+    src, uri, collection = sys.argv[1:4]
+    datakit.convert(src, uri, collection=collection, workers=1, commit_every=5,
+                    progress=lambda done, total: time.sleep(0.005))  # slow enough to be caught
+""")
+
+
+def test_sigkill_at_any_moment_then_resume_stores_every_image_exactly_once(location, tmp_path, database):
+    src = tmp_path / "many"
+    make_image_folder(src, classes=("a", "b", "c"), per_class=40, size=(24, 16))
+    uri, collection = location["uri"], location["collection"]
+    child = subprocess.Popen([sys.executable, "-c", _THROTTLED_CONVERSION, str(src), uri, collection],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    committed = 0
+    deadline = time.monotonic() + 60
+    try:
+        while committed < 5 and child.poll() is None and time.monotonic() < deadline:
+            progress = database[META_COLLECTION].find_one({"_id": progress_id(collection)})
+            committed = progress["committed"] if progress else 0
+            time.sleep(0.01)  # pacing the poll, not synchronisation
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        _, errors = child.communicate()
+    assert child.returncode == -signal.SIGKILL and committed >= 5, errors.decode()[-2000:]
+
+    report = datakit.convert(src, uri, collection=collection, resume=True, workers=2)
+    assert report.resumed_from >= 5 and report.total == 120
+    assert stored_sources(database, collection) == source_files(src)  # each once, in order
+    dataset = datakit.MongoDataset(uri, collection, output="bytes")
+    assert [dataset[i][0] for i in range(120)] == [(src / name).read_bytes() for name in source_files(src)]
 
 
 def test_resume_is_refused_for_other_settings(location, fresh_folder):
