@@ -38,6 +38,9 @@ MASKED = "mongodb://ann:***@h:1/db collection=c"
     ("mongodb+srv://ann:p@ss@cluster0.example.net/?retryWrites=true",
      "mongodb+srv://ann:***@cluster0.example.net/?retryWrites=true"),
     ("mongodb://ann@h1:1,h2:2/db", "mongodb://ann@h1:1,h2:2/db"),
+    ("mongodb://ann:pa/ss@h:1/db", "mongodb://ann:***@h:1/db"),
+    ("mongodb://ann:pa?ss@h:1/db?w=1", "mongodb://ann:***@h:1/db?w=1"),
+    ("mongodb://h:1/db?tlsCertificateKeyFile=/a@b.pem", "mongodb://h:1/db?tlsCertificateKeyFile=/a@b.pem"),
 ])
 def test_mask_uri_hides_only_the_password(uri, masked):
     assert mask_uri(uri) == masked

@@ -75,9 +75,15 @@ def _split_uri(uri: str) -> tuple[str, str, str, str]:
     scheme, sep, remainder = uri.partition("://")
     if not sep:
         return "", "", uri, ""
-    query = remainder.find("?")
-    authority_end = len(remainder) if query < 0 else query
-    at = remainder.rfind("@", 0, authority_end)
+
+    def end(character: str) -> int:
+        position = remainder.find(character)
+        return len(remainder) if position < 0 else position
+
+    # pymongo ends the user info at the last "@" before the first "/"; a
+    # malformed password may hold a "/" or a "?" itself, so take whichever
+    # reading masks more: a password must never show.
+    at = max(remainder.rfind("@", 0, end("/")), remainder.rfind("@", 0, end("?")))
     userinfo = remainder[:at] if at >= 0 else ""
     after_user = remainder[at + 1:] if at >= 0 else remainder
     slash, question = after_user.find("/"), after_user.find("?")

@@ -4,11 +4,11 @@ MongoDB offers no multi-document transaction on a standalone server, so the
 writer keeps one invariant instead: the progress document's ``committed``
 count N is raised only after a batch is fully inserted (and journaled), and
 sample ``_id`` s are the indices ``0 .. N-1``. A run killed mid-batch leaves
-documents with ``_id >= N`` behind; :meth:`MongoWriter.committed_state`
-deletes them (and their GridFS files) before the resumed conversion writes
-anything, so every image ends up in the store exactly once. Reading the
-committed state itself changes nothing: ``datakit inspect`` reads it too,
-possibly while a conversion still runs.
+documents with ``_id >= N`` behind. A resumed writer reads back what is
+committed (:meth:`MongoWriter.committed_state`, which changes nothing, since
+``datakit inspect`` calls it too, possibly while a conversion still runs) and
+deletes those stray documents and their GridFS files before it writes
+anything, so every image ends up in the store exactly once.
 
 Every write uses ``w="majority", j=True`` (the journal, on a majority of a
 replica set, or on the one server of a standalone) unless the URI sets its
@@ -263,7 +263,12 @@ class MongoWriter(StoreWriter):
         def delete_all() -> None:
             bucket = self._bucket()
             for file_id in [grid_out._id for grid_out in bucket.find(query)]:
-                with contextlib.suppress(gridfs.errors.NoFile, OperationFailure):  # already gone
+                try:
                     bucket.delete(file_id)
+                except gridfs.errors.NoFile:
+                    pass  # already gone
+                except OperationFailure as exc:  # how nx-27017 says "already gone"
+                    if "not found" not in str(exc):
+                        raise
 
         self._connection.call(delete_all)
