@@ -291,6 +291,19 @@ def test_dataset_is_fork_safe_under_torch_workers(location, image_folder):
     dataset.close()
 
 
+@pytest.mark.parametrize(("context", "workers"), [("fork", 2), ("spawn", 1)])
+def test_datakit_loader_reads_a_mongo_dataset(location, image_folder, context, workers):
+    datakit.convert(image_folder, location["uri"], collection=location["collection"], workers=1)
+    dataset = datakit.MongoDataset(location["uri"], location["collection"], output="tensor")
+    dataset[3]  # the parent's own client, which no worker may use
+    loader = datakit.DataLoader(dataset, batch_size=5, shuffle=False, num_workers=workers,
+                                multiprocessing_context=context)
+    expected = torch.utils.data.default_collate(dataset.__getitems__(list(range(GOOD))))
+    images = torch.cat([images for images, _ in loader])
+    assert torch.equal(images, expected[0])
+    dataset.close()
+
+
 def _read_in_a_forked_child(dataset: Dataset) -> None:
     _fork_warnings_are_errors(0)
     try:
