@@ -341,7 +341,7 @@ def _closed_port() -> int:
     return port  # closed: nothing listens there now
 
 
-def test_unreachable_server_fails_fast_with_a_one_line_masked_message():
+def test_unreachable_server_fails_fast_with_a_one_line_masked_message(image_folder):
     port = _closed_port()
     uri = f"mongodb://ann:hunter2@127.0.0.1:{port}/db?serverSelectionTimeoutMS=500"
     started = time.monotonic()
@@ -353,6 +353,8 @@ def test_unreachable_server_fails_fast_with_a_one_line_masked_message():
     assert "hunter2" not in message and "\n" not in message
     result = CliRunner().invoke(cli, ["inspect", uri, "--collection", "samples"])
     assert result.exit_code == 1 and "hunter2" not in result.output and "Traceback" not in result.output
+    with pytest.raises(StoreUnavailableError, match="cannot reach"):
+        datakit.convert(image_folder, uri, workers=1)
 
 
 def test_missing_collection_incomplete_store_and_foreign_collection(location, fresh_folder, database):
