@@ -5,6 +5,8 @@ The dataset is synthetic and map-style, with ``__getitems__`` returning
 Runs alternate between the loaders (torch, datakit, torch, ...) so drift in
 machine load hits both; each run is one full epoch, and the median samples/s
 over the runs is reported for each loader with the ratio datakit/torch.
+It also reports the CPU time (main process plus its reaped workers) per 1,000
+samples, which is steadier than wall-clock rates on a shared machine.
 
 Usage:
     .venv/bin/python benchmarks/bench_loader.py [--samples N] [--batch-size B]
@@ -14,6 +16,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 
@@ -42,8 +45,15 @@ class SyntheticImages(tud.Dataset):
         return [(self.pool[i % 64].clone(), i % 10) for i in indices]
 
 
-def one_epoch(loader_class: type, dataset: tud.Dataset, args: argparse.Namespace) -> float:
-    """Samples per second of one full epoch, workers' start-up included."""
+def _cpu_seconds() -> float:
+    """CPU time of this process and its terminated, reaped children (the workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def one_epoch(loader_class: type, dataset: tud.Dataset, args: argparse.Namespace) -> tuple[float, float]:
+    """Samples per second and CPU milliseconds per 1,000 samples of one full epoch, start-up included."""
     loader = loader_class(
         dataset,
         batch_size=args.batch_size,
@@ -53,12 +63,15 @@ def one_epoch(loader_class: type, dataset: tud.Dataset, args: argparse.Namespace
         generator=torch.Generator().manual_seed(1),
     )
     seen = 0
+    cpu_start = _cpu_seconds()
     start = time.perf_counter()
     for images, _labels in loader:
         seen += images.shape[0]
     elapsed = time.perf_counter() - start
+    del loader  # workers exit and are reaped, so their CPU time is counted
+    cpu = _cpu_seconds() - cpu_start
     assert seen == len(dataset)
-    return seen / elapsed
+    return seen / elapsed, 1e6 * cpu / seen
 
 
 def main() -> None:
@@ -73,21 +86,26 @@ def main() -> None:
     dataset = SyntheticImages(args.samples)
     loaders = {"torch": tud.DataLoader, "datakit": datakit.DataLoader}
     rates: dict[str, list[float]] = {name: [] for name in loaders}
+    cpu: dict[str, list[float]] = {name: [] for name in loaders}
     one_epoch(tud.DataLoader, tud.Subset(dataset, range(args.batch_size * 4)), args)  # warm-up
     for run in range(args.runs):
         for name, loader_class in loaders.items():
-            rate = one_epoch(loader_class, dataset, args)
+            rate, cpu_ms = one_epoch(loader_class, dataset, args)
             rates[name].append(rate)
-            print(f"run {run + 1}/{args.runs} {name:>7}: {rate:>10,.0f} samples/s")
+            cpu[name].append(cpu_ms)
+            label = f"run {run + 1}/{args.runs} {name:>7}"
+            print(f"{label}: {rate:>10,.0f} samples/s {cpu_ms:>7.1f} CPU ms/1k samples")
 
     medians = {name: statistics.median(values) for name, values in rates.items()}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
     print(
         f"\n{args.samples} samples of 3x32x32 uint8, batch {args.batch_size}, {args.workers} workers, "
         f"pin_memory={args.pin_memory}, median of {args.runs} alternating runs"
     )
     for name, value in medians.items():
-        print(f"{name:>8}: {value:>10,.0f} samples/s")
-    print(f"   ratio: datakit/torch = {medians['datakit'] / medians['torch']:.2f}x")
+        print(f"{name:>8}: {value:>10,.0f} samples/s {cpu_medians[name]:>7.1f} CPU ms/1k samples")
+    print(f"   ratio: datakit/torch = {medians['datakit'] / medians['torch']:.2f}x samples/s, ", end="")
+    print(f"{cpu_medians['datakit'] / cpu_medians['torch']:.2f}x CPU time")
 
 
 if __name__ == "__main__":
