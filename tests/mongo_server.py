@@ -63,22 +63,26 @@ def _nx_executable() -> Path:
     return executable
 
 
-def _start_nx(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start nx-27017 and wait (with a deadline) until it answers ping."""
-    log_file = data_dir / "nx-27017.log"
-    port = _free_port()
-    command = [str(_nx_executable()), "--host", "127.0.0.1", "--port", str(port),
-               "--data-dir", str(data_dir / "data"), "--log-file", str(log_file),
-               "--pid-file", str(data_dir / "nx-27017.pid")]
-    with open(data_dir / "nx-27017.out", "wb") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=data_dir)
-    uri = f"mongodb://127.0.0.1:{port}"
-    deadline = time.monotonic() + _STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
+def _start_nx(data_dir: Path, attempts: int = 3) -> tuple[subprocess.Popen[bytes], str]:
+    """Start nx-27017 and wait (with a deadline) until it answers ping.
+
+    A port found free may be taken before nx-27017 binds it; then it exits at
+    once and another port is tried.
+    """
+    for _ in range(attempts):
+        port = _free_port()
+        command = [str(_nx_executable()), "--host", "127.0.0.1", "--port", str(port),
+                   "--data-dir", str(data_dir / "data"), "--log-file", str(data_dir / "nx-27017.log"),
+                   "--pid-file", str(data_dir / "nx-27017.pid")]
+        with open(data_dir / "nx-27017.out", "wb") as output:
+            process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=data_dir)
+        uri = f"mongodb://127.0.0.1:{port}"
+        deadline = time.monotonic() + _STARTUP_TIMEOUT
+        while process.poll() is None and time.monotonic() < deadline:
+            if answers_ping(uri) and process.poll() is None:  # ours answered, not a squatter
+                return process, uri
+        if process.poll() is None:  # alive but silent: retrying will not help
             break
-        if answers_ping(uri):
-            return process, uri
     _stop(process)
     tail = (data_dir / "nx-27017.out").read_text(errors="replace")[-2000:]
     pytest.fail(f"nx-27017 did not answer ping on {uri} within {_STARTUP_TIMEOUT:.0f} s "
