@@ -145,9 +145,12 @@ class MongoWriter(StoreWriter):
         if self.is_complete():
             raise StoreError(f"{self._where} is already complete; there is nothing to resume")
         progress = self._find_meta(progress_id(collection))
-        settings = ConversionSettings.from_dict(progress.get("settings") if progress else None)
-        committed = progress.get("committed") if progress else None
-        if progress is None or settings is None or not isinstance(committed, int) or progress.get("removing"):
+        if progress is None:
+            raise StoreError(f"{self._where} is not a datakit store (it has neither a manifest nor "
+                             "conversion progress), so there is nothing to resume")
+        settings = ConversionSettings.from_dict(progress.get("settings"))
+        committed = progress.get("committed")
+        if settings is None or not isinstance(committed, int) or progress.get("removing"):
             raise StoreError(f"{self._where} has no readable conversion progress, so there is "
                              "nothing to resume; reconvert with --overwrite")
         stats = Stats.from_dict(progress.get("stats"), self._where)
