@@ -8,6 +8,7 @@ Public names are re-exported by :mod:`datakit` (``DataLoader``,
 * ``collate``: samples to batches.
 * ``fetch``: indices to a collated batch (map-style or iterable).
 * ``protocol``: the messages between the main process and the workers.
+* ``channel``: sending on a pipe with a liveness check while waiting for room.
 * ``failure``: exceptions carried across processes as values.
 * ``ordering``: task accounting and reordering (pure, no I/O).
 * ``worker``: the worker process loop, its config and ``get_worker_info``.

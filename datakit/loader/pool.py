@@ -18,6 +18,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from datakit.loader import channel
 from datakit.loader.protocol import STOP, Result
 from datakit.loader.worker import WorkerConfig, worker_loop
 
@@ -108,14 +109,16 @@ class WorkerPool:
         """Sends a message to a worker.
 
         Task messages are small and their number is bounded by the prefetch
-        depth, so this never waits for the worker.
+        depth, so this does not wait for the worker in practice; if the pipe
+        is full it waits for room while checking that the worker is alive.
 
         Raises:
             WorkerDiedError: The worker is gone.
         """
+        process = self._processes[worker_id]
         try:
-            self._task_writers[worker_id].send(message)
-        except (BrokenPipeError, ConnectionResetError, OSError) as error:
+            channel.send(self._task_writers[worker_id], message, process.is_alive)
+        except (OSError, channel.PeerGoneError) as error:
             raise self._died(worker_id) from error
 
     def retire(self, worker_id: int) -> None:

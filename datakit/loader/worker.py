@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from datakit.loader import channel
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
 from datakit.loader.protocol import STOP, Exhausted, Resume
@@ -163,8 +164,8 @@ def worker_loop(
         _serve(config, tasks, results, stop, where, fetcher, pending_failure)
     except KeyboardInterrupt:
         pass  # the main process sees it too and shuts the workers down
-    except (BrokenPipeError, EOFError, ConnectionResetError):
-        pass  # the main process closed its ends: it is gone or shutting down
+    except (OSError, EOFError, channel.PeerGoneError):
+        pass  # the main process closed its ends, is gone, or is shutting down
     finally:
         results.close()
         tasks.close()
@@ -180,10 +181,14 @@ def _serve(
     pending_failure: WorkerFailure | None,
 ) -> None:
     parent = os.getppid()
+
+    def keep_going() -> bool:
+        return os.getppid() == parent and not stop.is_set()
+
     exhausted = False
     while True:
         if not tasks.poll(config.poll_interval):
-            if os.getppid() != parent or stop.is_set():
+            if not keep_going():
                 return
             continue
         message = tasks.recv()
@@ -209,16 +214,18 @@ def _serve(
                 payload, exhausted = Exhausted(), True
             except Exception:
                 payload = WorkerFailure.capture(where, indices)
-        _send(results, task_id, payload, where, indices)
+        _send(results, task_id, payload, where, indices, keep_going)
         del payload, message
 
 
-def _send(results: Connection, task_id: int, payload: Any, where: str, indices: Any) -> None:
+def _send(
+    results: Connection, task_id: int, payload: Any, where: str, indices: Any, keep_going: Callable[[], bool]
+) -> None:
     """Sends a result; a payload that cannot be pickled is replaced by a failure saying so."""
     try:
-        results.send((task_id, payload))
+        channel.send(results, (task_id, payload), keep_going)
         return
-    except (BrokenPipeError, ConnectionResetError):
+    except (OSError, channel.PeerGoneError):
         raise
     except Exception:
         if isinstance(payload, WorkerFailure):
@@ -226,8 +233,8 @@ def _send(results: Connection, task_id: int, payload: Any, where: str, indices: 
         else:
             failure = WorkerFailure.capture(where + " (sending the batch to the main process)", indices)
     try:
-        results.send((task_id, failure))
-    except (BrokenPipeError, ConnectionResetError):
+        channel.send(results, (task_id, failure), keep_going)
+    except (OSError, channel.PeerGoneError):
         raise
     except Exception:
-        results.send((task_id, failure.without_type()))
+        channel.send(results, (task_id, failure.without_type()), keep_going)

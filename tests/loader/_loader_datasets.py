@@ -236,3 +236,10 @@ def tag_worker(worker_id: int) -> None:
 def failing_init(worker_id: int) -> None:
     """A ``worker_init_fn`` that fails."""
     raise KeyError(f"init failed in {worker_id}")
+
+
+def draw_in_init(worker_id: int) -> None:
+    """A ``worker_init_fn`` that consumes every RNG, so later samples depend on it."""
+    torch.rand(worker_id + 1)
+    np.random.rand(worker_id + 2)
+    random.random()

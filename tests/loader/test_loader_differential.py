@@ -11,6 +11,7 @@ from _loader_datasets import (
     RangeDataset,
     ShardedIterable,
     TorchShardedIterable,
+    draw_in_init,
 )
 from _loader_helpers import assert_same, compare_with_torch, run_loader, seeded
 
@@ -192,6 +193,13 @@ def test_getitems_dataset(num_workers):
     # one __getitems__ call per batch: every sample of a batch came from a call of that batch's size
     for batch in actual:
         assert batch["call_size"].tolist() == [len(batch["index"])] * len(batch["index"])
+
+
+def test_worker_init_fn_drawing_random_numbers():
+    compare_with_torch(
+        RandomDataset(12),
+        lambda: {"batch_size": 3, "num_workers": 2, "worker_init_fn": draw_in_init, "generator": seeded(21)},
+    )
 
 
 def test_custom_collate_fn():
