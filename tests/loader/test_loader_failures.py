@@ -20,13 +20,17 @@ from _loader_datasets import (
 from _loader_helpers import process_gone, wait_until
 
 import datakit
+from datakit.loader.device import CpuBackend
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_worker_exception_keeps_type_message_worker_and_indices(num_workers):
-    loader = datakit.DataLoader(FailingDataset(16, bad_index=5), batch_size=4, num_workers=num_workers)
+@pytest.mark.parametrize("pin_thread", [False, True], ids=["direct", "pin-thread"])
+def test_worker_exception_keeps_type_message_worker_and_indices(num_workers, pin_thread):
+    loader = with_pin_thread(
+        datakit.DataLoader(FailingDataset(16, bad_index=5), batch_size=4, num_workers=num_workers), pin_thread
+    )
     iterator = iter(loader)
     assert next(iterator).tolist() == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="bad sample 5") as caught:
@@ -65,8 +69,18 @@ def test_unpicklable_batch_is_reported_not_hung():
         next(iter(loader))
 
 
-def test_sigkilled_worker_raises_with_pid_and_signal():
-    loader = datakit.DataLoader(KillingDataset(16, bad_index=6), batch_size=2, num_workers=2)
+def with_pin_thread(loader: datakit.DataLoader, enabled: bool) -> datakit.DataLoader:
+    """Routes results through the pin thread (pinning with the CPU stand-in) when ``enabled``."""
+    if enabled:
+        loader._pin_backend = CpuBackend()
+    return loader
+
+
+@pytest.mark.parametrize("pin_thread", [False, True], ids=["direct", "pin-thread"])
+def test_sigkilled_worker_raises_with_pid_and_signal(pin_thread):
+    loader = with_pin_thread(
+        datakit.DataLoader(KillingDataset(16, bad_index=6), batch_size=2, num_workers=2), pin_thread
+    )
     iterator = iter(loader)
     pids = iterator.worker_pids
     with pytest.raises(RuntimeError, match=r"pid \d+\) was killed by signal SIGKILL") as caught:
@@ -85,8 +99,12 @@ def test_worker_killed_from_outside_is_detected():
         next(iterator)
 
 
-def test_timeout_raises():
-    loader = datakit.DataLoader(HangingDataset(16, hang_index=0), batch_size=2, num_workers=1, timeout=0.5)
+@pytest.mark.parametrize("pin_thread", [False, True], ids=["direct", "pin-thread"])
+def test_timeout_raises(pin_thread):
+    loader = with_pin_thread(
+        datakit.DataLoader(HangingDataset(16, hang_index=0), batch_size=2, num_workers=1, timeout=0.5),
+        pin_thread,
+    )
     iterator = iter(loader)
     pids = iterator.worker_pids
     with pytest.raises(RuntimeError, match="timed out after 0.5 seconds"):

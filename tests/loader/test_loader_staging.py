@@ -6,7 +6,7 @@ import threading
 
 import pytest
 import torch
-from _loader_datasets import ImageDataset, NestedDataset, RangeDataset
+from _loader_datasets import FailingDataset, ImageDataset, NestedDataset, RangeDataset
 from _loader_helpers import assert_same
 
 import datakit
@@ -177,6 +177,21 @@ def test_device_loader_with_persistent_workers_and_early_break(recording_backend
             break
     assert [batch.tolist() for batch in loader] == [list(range(i, i + 4)) for i in range(0, 40, 4)]
     assert [batch.tolist() for batch in loader][-1] == [36, 37, 38, 39]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_device_loader_raises_worker_errors_at_their_batch(recording_backend, num_workers):
+    iterator = iter(
+        datakit.DataLoader(
+            FailingDataset(12, bad_index=5), batch_size=4, num_workers=num_workers, device="cuda"
+        )
+    )
+    assert next(iterator).tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="bad sample 5"):
+        next(iterator)
+    assert next(iterator).tolist() == [8, 9, 10, 11]
+    with pytest.raises(StopIteration):
+        next(iterator)
 
 
 def test_device_without_cuda_warns_once_and_yields_cpu_tensors(monkeypatch):
