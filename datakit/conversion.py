@@ -41,8 +41,11 @@ ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each source file is handled."""
 
 _CHUNK = 16  # source files per task sent to a reader process
-_COMMIT_RECORDS = 512
+# A commit is durable (an fsync), so commits are cut by whichever comes first:
+# a count, a size, or a time; a crash loses at most that much work.
+_COMMIT_RECORDS = 8192
 _COMMIT_BYTES = 64 << 20
+_COMMIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -150,8 +153,9 @@ def convert(
             was skipped.
         max_pixels: skip images with more pixels than this.
         progress: called as ``progress(done, total)`` while converting.
-        commit_every: records per commit (commits are also cut at 64 MiB).
-            Smaller commits lose less work to a crash and cost more syncs.
+        commit_every: records per commit (commits are also cut at 64 MiB and
+            every 2 seconds). Smaller commits lose less work to a crash and
+            cost more syncs.
 
     Returns:
         A :class:`ConversionReport`.
@@ -333,13 +337,16 @@ def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
 
 
 def _batches(records: Iterable[PendingRecord], limit: int) -> Iterator[list[PendingRecord]]:
-    """Group records into commits of bounded count and size."""
+    """Group records into commits of bounded count, size and age."""
     batch: list[PendingRecord] = []
     size = 0
+    started = 0.0
     for record in records:
+        if not batch:
+            started = time.monotonic()
         batch.append(record)
         size += len(record.data)
-        if len(batch) >= limit or size >= _COMMIT_BYTES:
+        if len(batch) >= limit or size >= _COMMIT_BYTES or time.monotonic() - started >= _COMMIT_SECONDS:
             yield batch
             batch, size = [], 0
     if batch:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from datakit.headers import sniff_header
 from datakit.records import PayloadKind, Record
 
 __all__ = [
@@ -77,14 +78,18 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         raise BadImage(f"unreadable: {exc.strerror or exc}") from None
     if not data:
         raise BadImage("empty file (0 bytes)")
+    if kind is PayloadKind.ENCODED and not verify:
+        header = sniff_header(data)
+        if header is not None:
+            image_format, width, height, channels = header
+            _check_pixels(width, height, max_pixels)
+            return SourceImage(data, kind, width, height, channels, image_format)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
-                if width * height > max_pixels:
-                    raise BadImage(f"{width}x{height} exceeds the limit of {max_pixels} pixels "
-                                   "(a possible decompression bomb)")
+                _check_pixels(width, height, max_pixels)
                 image_format = image.format or "unknown"
                 channels = len(image.getbands())
                 if kind is PayloadKind.RAW:
@@ -99,6 +104,12 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
     except Exception as exc:  # Pillow raises many types for hostile input
         raise BadImage(_describe(exc)) from None
     return SourceImage(data, kind, width, height, channels, image_format)
+
+
+def _check_pixels(width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise BadImage(f"{width}x{height} exceeds the limit of {max_pixels} pixels "
+                       "(a possible decompression bomb)")
 
 
 def _describe(exc: Exception) -> str:
