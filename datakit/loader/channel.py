@@ -16,7 +16,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-__all__ = ["PeerGoneError", "send"]
+__all__ = ["PeerGoneError", "send", "try_send"]
 
 
 class PeerGoneError(ConnectionError):
@@ -49,3 +49,22 @@ def send(
             return
         if not peer_alive():
             raise PeerGoneError("the reader of this pipe is gone")
+
+
+def try_send(connection: Connection, message: Any) -> bool:
+    """Sends a small message only if the pipe has room now; never waits.
+
+    For best-effort notices (``STOP`` at shutdown) whose absence is covered
+    otherwise (the stop event, closed pipes, terminate).
+
+    Returns:
+        Whether the message was sent.
+    """
+    try:
+        _, writable, _ = select.select([], [connection.fileno()], [], 0)
+        if writable:
+            connection.send(message)
+            return True
+    except (OSError, ValueError):  # closed, or the reader is gone
+        pass
+    return False

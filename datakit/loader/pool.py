@@ -124,8 +124,7 @@ class WorkerPool:
     def retire(self, worker_id: int) -> None:
         """Tells a worker to exit (its dataset is exhausted); its exit is then expected."""
         self._retired.add(worker_id)
-        with contextlib.suppress(OSError):
-            self._task_writers[worker_id].send(STOP)
+        channel.try_send(self._task_writers[worker_id], STOP)
 
     def receive(self, timeout: float) -> tuple[int, Result] | None:
         """Waits up to ``timeout`` seconds for one result from any worker.
@@ -185,8 +184,7 @@ class WorkerPool:
         self._closed = True
         self._stop.set()
         for writer in self._task_writers:
-            with contextlib.suppress(OSError):
-                writer.send(STOP)
+            channel.try_send(writer, STOP)
         # Closing our read ends unblocks a worker stuck sending a large result.
         for connection in (*self._result_readers, *self._task_writers):
             connection.close()

@@ -50,3 +50,15 @@ def test_send_to_a_closed_reader_raises_broken_pipe():
     reader.close()
     with pytest.raises(BrokenPipeError):
         channel.send(writer, "nobody", peer_alive=lambda: True)
+
+
+def test_try_send_never_waits():
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    assert channel.try_send(writer, "now")
+    assert reader.recv() == "now"
+    fill(writer)
+    assert not channel.try_send(writer, "later")
+    reader.close()
+    assert not channel.try_send(writer, "nobody")
+    writer.close()
+    assert not channel.try_send(writer, "closed")
