@@ -138,3 +138,16 @@ def test_unicode_names_round_trip(tmp_path):
     assert dataset.classes == ["café", "ça va"]
     with dataset.spec.open_reader() as reader:
         assert reader.source_paths([0, 1, 2]) == ["café/sub dir/ü.JPG", "café/ねこ 1.png", "ça va/x.png"]
+
+
+@pytest.mark.integration
+def test_bench_compares_both_loaders(lmdb_store):
+    result = run("bench", lmdb_store, "--repeats", "1", "--epochs", "1", "--workers", "0",
+                 "--batch-size", "8", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert set(summary["loaders"]) == {"torch", "datakit"}
+    for loader in summary["loaders"].values():
+        assert loader["runs"][0]["samples"] == GOOD and loader["samples_per_second"] > 0
+    assert summary["ratio"] > 0
+    assert run("bench", lmdb_store, "--output", "pil").exit_code == 2

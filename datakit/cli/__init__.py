@@ -10,6 +10,7 @@ import click
 
 from datakit import __version__
 from datakit.cli._errors import DatakitGroup
+from datakit.cli.bench import bench_command
 from datakit.cli.convert import convert_command
 from datakit.cli.inspect import inspect_command
 
@@ -25,6 +26,7 @@ def cli(debug: bool) -> None:
 
 cli.add_command(convert_command)
 cli.add_command(inspect_command)
+cli.add_command(bench_command)
 
 
 def main() -> None:

@@ -1,0 +1,156 @@
+"""Side-by-side loader benchmark: torch's ``DataLoader`` against datakit's.
+
+Both loaders read the same store through the same dataset with the same
+settings. Each run happens in a fresh child process, so that peak memory is
+that run's alone and neither loader inherits the other's warm workers; runs
+alternate (torch, datakit, torch, ...) so that neither profits from a quieter
+moment of the machine, and medians are reported. ``datakit bench`` prints it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import resource
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from datakit.stores import resolve_store
+
+__all__ = ["LoaderRun", "BenchSettings", "run_benchmark"]
+
+LOADERS = ("torch", "datakit")
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """One benchmark's configuration (sent to each run's process)."""
+
+    store: str
+    collection: str | None = None
+    database: str | None = None
+    batch_size: int = 256
+    workers: int = 2
+    epochs: int = 2
+    output: str = "tensor"
+    shuffle: bool = True
+
+
+@dataclass(frozen=True)
+class LoaderRun:
+    """What one loader did in one run.
+
+    Attributes:
+        loader: ``"torch"`` or ``"datakit"``.
+        samples: samples read over all epochs.
+        seconds: wall time of all epochs, worker start-up included.
+        steady_samples_per_second: samples/s over the epochs after the first
+            (all epochs when there is one), i.e. with workers running.
+        first_batch_seconds: from creating the iterator to holding the first batch.
+        main_peak_mb: peak resident memory of the run's main process.
+        worker_peak_mb: peak resident memory of its largest worker process.
+    """
+
+    loader: str
+    samples: int
+    seconds: float
+    steady_samples_per_second: float
+    first_batch_seconds: float
+    main_peak_mb: float
+    worker_peak_mb: float
+
+
+def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
+    """Alternate ``repeats`` runs of each loader; return the medians and ratios."""
+    options = {key: value for key, value in (("collection", settings.collection),
+                                             ("database", settings.database)) if value is not None}
+    spec = resolve_store(settings.store, **options)
+    with spec.open_reader() as reader:
+        manifest = reader.manifest
+    mean_bytes = manifest.stats.total_bytes / max(1, manifest.length)
+    runs: dict[str, list[LoaderRun]] = {name: [] for name in LOADERS}
+    for _ in range(repeats):
+        for name in LOADERS:
+            runs[name].append(_run_in_child(name, settings))
+    summary: dict[str, Any] = {"store": spec.describe(), "records": manifest.length,
+                               "settings": asdict(settings), "repeats": repeats, "loaders": {}}
+    for name, results in runs.items():
+        rate = statistics.median(run.steady_samples_per_second for run in results)
+        summary["loaders"][name] = {
+            "samples_per_second": round(rate, 1),
+            "mb_per_second": round(rate * mean_bytes / 1e6, 2),
+            "first_batch_seconds": round(statistics.median(r.first_batch_seconds for r in results), 3),
+            "main_peak_mb": round(max(r.main_peak_mb for r in results), 1),
+            "worker_peak_mb": round(max(r.worker_peak_mb for r in results), 1),
+            "runs": [asdict(run) for run in results],
+        }
+    torch_rate = summary["loaders"]["torch"]["samples_per_second"]
+    summary["ratio"] = round(summary["loaders"]["datakit"]["samples_per_second"] / torch_rate, 2) \
+        if torch_rate else None
+    return summary
+
+
+def _run_in_child(loader: str, settings: BenchSettings) -> LoaderRun:
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(loader, settings, sender), daemon=False)
+    process.start()
+    sender.close()
+    try:
+        result = receiver.recv()
+    except EOFError:
+        result = None
+    process.join()
+    if not isinstance(result, LoaderRun):
+        raise RuntimeError(f"the {loader} benchmark run failed (exit code {process.exitcode}): {result}")
+    return result
+
+
+def _child(loader: str, settings: BenchSettings, sender: Any) -> None:
+    try:
+        sender.send(_measure(loader, settings))
+    except Exception as exc:  # reported to the parent, which raises
+        sender.send(f"{type(exc).__name__}: {exc}")
+    finally:
+        sender.close()
+
+
+def _measure(loader_name: str, settings: BenchSettings) -> LoaderRun:
+    import torch
+
+    import datakit
+
+    options = {key: value for key, value in (("collection", settings.collection),
+                                             ("database", settings.database)) if value is not None}
+    dataset = datakit.StoreDataset(settings.store, output=settings.output, **options)  # type: ignore[arg-type]
+    loader_class: Any = torch.utils.data.DataLoader if loader_name == "torch" else datakit.DataLoader
+    loader = loader_class(dataset, batch_size=settings.batch_size, shuffle=settings.shuffle,
+                          num_workers=settings.workers, persistent_workers=settings.workers > 0,
+                          generator=torch.Generator().manual_seed(0))
+    samples = steady_samples = 0
+    first_batch = steady_seconds = 0.0
+    started = time.perf_counter()
+    for epoch in range(settings.epochs):
+        epoch_started = time.perf_counter()
+        epoch_samples = 0
+        for batch_number, (_, labels) in enumerate(loader):
+            if epoch == 0 and batch_number == 0:
+                first_batch = time.perf_counter() - epoch_started
+            epoch_samples += len(labels)
+        samples += epoch_samples
+        if epoch > 0 or settings.epochs == 1:
+            steady_samples += epoch_samples
+            steady_seconds += time.perf_counter() - epoch_started
+    seconds = time.perf_counter() - started
+    del loader  # stops persistent workers, so their peak memory is counted below
+    kib = 1024 / 1e6
+    return LoaderRun(
+        loader=loader_name,
+        samples=samples,
+        seconds=seconds,
+        steady_samples_per_second=steady_samples / steady_seconds if steady_seconds else 0.0,
+        first_batch_seconds=first_batch,
+        main_peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib,
+        worker_peak_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib,
+    )

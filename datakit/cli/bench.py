@@ -1,0 +1,60 @@
+"""``datakit bench STORE``: torch's DataLoader and datakit's, side by side, on your data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from datakit.cli._options import output_options, store_options
+from datakit.cli._output import Output
+
+__all__ = ["bench_command"]
+
+
+@click.command("bench")
+@click.argument("store")
+@store_options
+@click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--workers", "-j", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Worker processes of each loader.")
+@click.option("--epochs", "-e", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Epochs per run; samples/s counts the epochs after the first.")
+@click.option("--repeats", "-r", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Alternating runs of each loader; medians are reported.")
+@click.option("--output", "output_kind", type=click.Choice(["tensor", "numpy", "bytes", "pil"]),
+              default="tensor", show_default=True, help="What the dataset yields per sample.")
+@output_options
+def bench_command(store: str, collection: str | None, database: str | None, batch_size: int,
+                  workers: int, epochs: int, repeats: int, output_kind: str, as_json: bool,
+                  quiet: bool) -> None:
+    """Read STORE with torch's DataLoader and datakit's, alternating, and compare.
+
+    Each run is a fresh process; reported are samples/s and MB/s after the
+    first epoch, time to the first batch, and peak memory of the main process
+    and of the largest worker.
+    """
+    from datakit.benchmark import BenchSettings, run_benchmark
+
+    if output_kind == "pil":
+        raise click.UsageError("--output pil cannot be batched by the default collate; "
+                               "use tensor, numpy or bytes")
+    settings = BenchSettings(store, collection, database, batch_size, workers, epochs, output_kind)
+    output = Output(json=as_json, quiet=quiet)
+    output.note(f"benchmarking {store}: {repeats} alternating runs of {epochs} epoch(s) per loader...")
+    Output(json=as_json, quiet=quiet).result(run_benchmark(settings, repeats), _render)
+
+
+def _render(summary: dict[str, Any]) -> str:
+    settings = summary["settings"]
+    lines = [
+        f"store {summary['store']}: {summary['records']} records, batch {settings['batch_size']}, "
+        f"{settings['workers']} workers, output={settings['output']}, median of {summary['repeats']} runs",
+        f"{'loader':<10}{'samples/s':>12}{'MB/s':>10}{'1st batch s':>13}{'main MB':>10}{'worker MB':>11}",
+    ]
+    for name, result in summary["loaders"].items():
+        lines.append(f"{name:<10}{result['samples_per_second']:>12.0f}{result['mb_per_second']:>10.1f}"
+                     f"{result['first_batch_seconds']:>13.3f}{result['main_peak_mb']:>10.0f}"
+                     f"{result['worker_peak_mb']:>11.0f}")
+    lines.append(f"datakit / torch: {summary['ratio']}x")
+    return "\n".join(lines)
