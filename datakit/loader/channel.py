@@ -14,6 +14,7 @@ from __future__ import annotations
 import select
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 __all__ = ["PeerGoneError", "send", "try_send"]
@@ -40,12 +41,14 @@ def send(
     Raises:
         PeerGoneError: ``peer_alive()`` returned False before there was room.
         BrokenPipeError: The reader closed its end.
+        Exception: Whatever pickling ``message`` raised (nothing was written then).
     """
+    data = ForkingPickler.dumps(message)  # pickle first: a failure here leaves the pipe untouched
     fd = connection.fileno()
     while True:
         _, writable, _ = select.select([], [fd], [], poll_interval)
         if writable:
-            connection.send(message)
+            connection.send_bytes(data)
             return
         if not peer_alive():
             raise PeerGoneError("the reader of this pipe is gone")

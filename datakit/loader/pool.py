@@ -118,7 +118,7 @@ class WorkerPool:
         process = self._processes[worker_id]
         try:
             channel.send(self._task_writers[worker_id], message, process.is_alive)
-        except (OSError, channel.PeerGoneError) as error:
+        except (BrokenPipeError, ConnectionResetError, channel.PeerGoneError) as error:
             raise self._died(worker_id) from error
 
     def retire(self, worker_id: int) -> None:

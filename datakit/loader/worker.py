@@ -153,18 +153,16 @@ def worker_loop(
         _worker_info = WorkerInfo(id=worker_id, num_workers=config.num_workers, seed=seed, dataset=dataset)
         _publish_to_torch(_worker_info)
         where = f"DataLoader worker process {worker_id} (pid {os.getpid()})"
-        pending_failure: WorkerFailure | None = None
-        fetcher: Fetcher | None = None
         try:
             if config.worker_init_fn is not None:
                 config.worker_init_fn(worker_id)
-            fetcher = config.new_fetcher(dataset)
+            fetcher: Fetcher | WorkerFailure = config.new_fetcher(dataset)
         except Exception:
-            pending_failure = WorkerFailure.capture(where)
-        _serve(config, tasks, results, stop, where, fetcher, pending_failure)
+            fetcher = WorkerFailure.capture(where)  # every task of this worker fails with it
+        _serve(config, tasks, results, stop, where, fetcher)
     except KeyboardInterrupt:
         pass  # the main process sees it too and shuts the workers down
-    except (OSError, EOFError, channel.PeerGoneError):
+    except (BrokenPipeError, ConnectionResetError, EOFError, channel.PeerGoneError):
         pass  # the main process closed its ends, is gone, or is shutting down
     finally:
         results.close()
@@ -177,8 +175,7 @@ def _serve(
     results: Connection,
     stop: Event,
     where: str,
-    fetcher: Fetcher | None,
-    pending_failure: WorkerFailure | None,
+    fetcher: Fetcher | WorkerFailure,
 ) -> None:
     parent = os.getppid()
 
@@ -199,14 +196,14 @@ def _serve(
             try:
                 fetcher = config.new_fetcher(config.dataset)
             except Exception:
-                pending_failure = WorkerFailure.capture(where)
+                fetcher = WorkerFailure.capture(where)
             continue
         if stop.is_set() or exhausted:
             continue
         task_id, indices = message
         payload: Any
-        if pending_failure is not None or fetcher is None:
-            payload, pending_failure = pending_failure, None
+        if isinstance(fetcher, WorkerFailure):
+            payload = fetcher
         else:
             try:
                 payload = fetcher.fetch(indices)
@@ -222,10 +219,11 @@ def _send(
     results: Connection, task_id: int, payload: Any, where: str, indices: Any, keep_going: Callable[[], bool]
 ) -> None:
     """Sends a result; a payload that cannot be pickled is replaced by a failure saying so."""
+    transport_errors = (BrokenPipeError, ConnectionResetError, channel.PeerGoneError)
     try:
         channel.send(results, (task_id, payload), keep_going)
         return
-    except (OSError, channel.PeerGoneError):
+    except transport_errors:
         raise
     except Exception:
         if isinstance(payload, WorkerFailure):
@@ -234,7 +232,7 @@ def _send(
             failure = WorkerFailure.capture(where + " (sending the batch to the main process)", indices)
     try:
         channel.send(results, (task_id, failure), keep_going)
-    except (OSError, channel.PeerGoneError):
+    except transport_errors:
         raise
     except Exception:
         channel.send(results, (task_id, failure.without_type()), keep_going)

@@ -243,3 +243,15 @@ def draw_in_init(worker_id: int) -> None:
     torch.rand(worker_id + 1)
     np.random.rand(worker_id + 2)
     random.random()
+
+
+class RefusesPickling:
+    """Pickling it fails like a full /dev/shm does."""
+
+    def __reduce__(self):
+        raise OSError(28, "No space left on device")
+
+
+def collate_unpicklable(batch: list) -> RefusesPickling:
+    """A ``collate_fn`` whose batches cannot cross to the main process."""
+    return RefusesPickling()

@@ -15,6 +15,7 @@ from _loader_datasets import (
     OddError,
     OddErrorDataset,
     RangeDataset,
+    collate_unpicklable,
     failing_init,
 )
 from _loader_helpers import process_gone, wait_until
@@ -55,10 +56,14 @@ def test_exception_type_that_cannot_be_rebuilt_becomes_runtime_error():
     assert "OddError" in message and "DataLoader worker process 0" in message and "[0, 1]" in message
 
 
-def test_worker_init_fn_failure_is_raised():
+def test_worker_init_fn_failure_is_raised_for_every_batch_of_that_worker():
     loader = datakit.DataLoader(RangeDataset(4), batch_size=2, num_workers=1, worker_init_fn=failing_init)
-    with pytest.raises(KeyError, match="init failed in 0"):
-        next(iter(loader))
+    iterator = iter(loader)
+    for _ in range(2):
+        with pytest.raises(KeyError, match="init failed in 0"):
+            next(iterator)
+    with pytest.raises(StopIteration):
+        next(iterator)
 
 
 def test_unpicklable_batch_is_reported_not_hung():
@@ -74,6 +79,13 @@ def with_pin_thread(loader: datakit.DataLoader, enabled: bool) -> datakit.DataLo
     if enabled:
         loader._pin_backend = CpuBackend()
     return loader
+
+
+def test_os_error_while_sending_a_batch_is_raised_not_mistaken_for_shutdown():
+    loader = datakit.DataLoader(RangeDataset(4), batch_size=2, num_workers=1, collate_fn=collate_unpicklable)
+    with pytest.raises(OSError, match="No space left on device") as caught:
+        next(iter(loader))
+    assert "sending the batch to the main process" in str(caught.value)
 
 
 @pytest.mark.parametrize("pin_thread", [False, True], ids=["direct", "pin-thread"])
