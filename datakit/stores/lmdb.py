@@ -140,7 +140,10 @@ def _encode_source(label: int, source: str) -> bytes:
     return _LABEL.pack(label) + source.encode("utf-8", "surrogateescape")
 
 
-def _decode_source(value: bytes) -> tuple[int, str]:
+def _decode_source(value: bytes, key: bytes, path: str) -> tuple[int, str]:
+    if len(value) < _LABEL.size:
+        raise StoreError(f"{path}: source entry {key.decode('ascii', 'replace')!r} is truncated "
+                         f"({len(value)} bytes); reconvert with --overwrite")
     (label,) = _LABEL.unpack_from(value)
     return label, value[_LABEL.size:].decode("utf-8", "surrogateescape")
 
@@ -184,7 +187,11 @@ class LMDBReader(StoreReader):
             progress = txn.get(_PROGRESS)
         if raw is None:
             raise IncompleteStoreError(_incomplete_message(self.spec.path, progress))
-        return Manifest.from_json(raw, self.spec.path)
+        try:
+            return Manifest.from_json(raw, self.spec.path)
+        except RecursionError:  # JSON nested too deeply for the parser: hostile, not a crash
+            raise StoreError(
+                f"{self.spec.path}: the manifest is not valid JSON (nested too deeply)") from None
 
     @property
     def manifest(self) -> Manifest:
@@ -218,8 +225,10 @@ class LMDBReader(StoreReader):
 
     def source_paths(self, indices: Sequence[int]) -> list[str]:
         with self._env.begin() as txn:
-            values = [txn.get(_SOURCE_PREFIX + record_key(i).encode("ascii")) for i in indices]
-        return [_decode_source(value)[1] if value else "?" for value in values]
+            keys = [_SOURCE_PREFIX + record_key(i).encode("ascii") for i in indices]
+            values = [txn.get(key) for key in keys]
+        return [_decode_source(value, key, self.spec.path)[1] if value else "?"
+                for key, value in zip(keys, values, strict=True)]
 
     def close(self) -> None:
         if not self._closed:
@@ -230,8 +239,9 @@ class LMDBReader(StoreReader):
 def _incomplete_message(path: str, progress: bytes | None) -> str:
     source = "SRC"
     if progress is not None:
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            source = json.loads(progress)["settings"]["source"]
+        with contextlib.suppress(ValueError, KeyError, TypeError, RecursionError):
+            found = json.loads(progress)["settings"]["source"]
+            source = found if isinstance(found, str) else source
     return (
         f"{path} is an incomplete store (its conversion was interrupted); "
         f"finish it with `datakit convert {source} {path} --resume`"
@@ -302,11 +312,12 @@ class LMDBWriter(StoreWriter):
                 for key, value in cursor:
                     if not key.startswith(_SOURCE_PREFIX):
                         break
-                    label, source = _decode_source(value)
+                    label, source = _decode_source(bytes(value), bytes(key), path)
                     labels.append(label)
                     sources.append(source)
         state = _parse_progress(progress, path)
-        if state.stats.length != len(sources):
+        classes = len(state.settings.classes)
+        if state.stats.length != len(sources) or not all(0 <= label < classes for label in labels):
             raise StoreError(f"{path}: the progress entry disagrees with the stored records; "
                              "reconvert with --overwrite")
         state.sources, state.labels = sources, labels
@@ -385,9 +396,23 @@ def _progress_json(settings: ConversionSettings, stats: Stats) -> bytes:
 def _parse_progress(raw: bytes | None, path: str) -> CommittedState:
     try:
         data = json.loads(raw) if raw is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
         data = None
     settings = ConversionSettings.from_dict(data.get("settings") if isinstance(data, dict) else None)
     if settings is None or not isinstance(data, dict):
         raise StoreError(f"{path} has no readable conversion progress; reconvert with --overwrite")
-    return CommittedState(settings, Stats.from_dict(data.get("stats"), path))
+    stats = Stats.from_dict(data.get("stats"), path)
+    if not _stats_fit(stats, settings):
+        raise StoreError(f"{path}: the progress entry's statistics do not fit its settings; "
+                         "reconvert with --overwrite")
+    return CommittedState(settings, stats)
+
+
+def _stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
+    """Whether running totals read back from a store can be resumed (one count per class,
+    counts adding up to the length, each size range empty or ``[min, max]``)."""
+    ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
+                    for bounds in (stats.width_range, stats.height_range))
+    return (len(stats.class_counts) == len(settings.classes) and stats.length >= 0
+            and all(count >= 0 for count in stats.class_counts)
+            and sum(stats.class_counts) == stats.length and ranges_ok)

@@ -119,8 +119,11 @@ def label_parts(collection: str, labels: np.ndarray) -> Iterator[dict[str, Any]]
 
 def join_label_parts(documents: list[dict[str, Any]]) -> bytes | None:
     """The int32 label table from its documents; ``None`` when parts are missing or malformed."""
-    parts = sorted(documents, key=lambda document: document.get("part", -1))
-    if [document.get("part") for document in parts] != list(range(len(parts))):
+    numbers = [document.get("part") for document in documents]
+    if not all(isinstance(number, int) and not isinstance(number, bool) for number in numbers):
+        return None
+    parts = sorted(documents, key=lambda document: document["part"])
+    if [document["part"] for document in parts] != list(range(len(parts))):
         return None
     chunks = [document.get("labels") for document in parts]
     if not all(isinstance(chunk, (bytes, bytearray)) and len(chunk) % _INT32.size == 0 for chunk in chunks):

@@ -74,7 +74,10 @@ class MongoReader(StoreReader):
             raw = document.get("manifest")
             if not isinstance(raw, str):
                 raise StoreError(f"{where}: the manifest document holds no manifest text")
-            return Manifest.from_json(raw.encode("utf-8"), where)
+            try:
+                return Manifest.from_json(raw.encode("utf-8"), where)
+            except RecursionError:  # JSON nested too deeply for the parser: hostile, not a crash
+                raise StoreError(f"{where}: the manifest is not valid JSON (nested too deeply)") from None
         progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
         if progress is not None:
             raise IncompleteStoreError(incomplete_message(self.spec, progress))
@@ -131,6 +134,9 @@ class MongoReader(StoreReader):
         key = record_key(document["_id"])
         if "gridfs" not in document:
             raise CorruptRecordError(key, f"its document in {self.spec.describe()} holds no record bytes")
+        if isinstance(document["gridfs"], (dict, list)):  # a query operator would match any file
+            raise CorruptRecordError(key, f"its document in {self.spec.describe()} holds no valid "
+                                          "GridFS file id")
         return self._connection.call(lambda: self._read_gridfs(document["gridfs"], key), [key])
 
     def _read_gridfs(self, file_id: Any, key: str) -> bytes:
@@ -150,7 +156,11 @@ class MongoReader(StoreReader):
             stop = min(start + _WINDOW, length)
             keys = [record_key(start), record_key(stop - 1)]
             documents = self._connection.call(functools.partial(self._window, start, stop), keys)
-            for document in sorted(documents, key=lambda document: document["_id"]):
+            # Only integer ids are samples; a float, bool or text id that some server
+            # matched with the range is a foreign document, and the index it leaves
+            # empty is reported as missing by the caller.
+            samples = [document for document in documents if _is_index(document["_id"], start, stop)]
+            for document in sorted(samples, key=lambda document: document["_id"]):
                 yield document["_id"], self._record_bytes(document)  # a gap is the caller's finding
 
     def _window(self, start: int, stop: int) -> list[dict[str, Any]]:
@@ -169,6 +179,10 @@ class MongoReader(StoreReader):
 
     def close(self) -> None:
         self._connection.close()
+
+
+def _is_index(value: Any, start: int, stop: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and start <= value < stop
 
 
 def incomplete_message(spec: MongoSpec, progress: dict[str, Any]) -> str:

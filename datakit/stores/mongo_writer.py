@@ -154,10 +154,10 @@ class MongoWriter(StoreWriter):
             raise StoreError(f"{self._where} has no readable conversion progress, so there is "
                              "nothing to resume; reconvert with --overwrite")
         stats = Stats.from_dict(progress.get("stats"), self._where)
-        if stats.length != committed:
+        if stats.length != committed or not _stats_fit(stats, settings):
             raise StoreError(f"{self._where}: the progress document disagrees with itself; "
                              "reconvert with --overwrite")
-        sources, labels = self._read_committed(committed)
+        sources, labels = self._read_committed(committed, len(settings.classes))
         state = CommittedState(settings, stats, sources, labels)
         self._conversion = settings
         self._resumed_at = committed
@@ -183,16 +183,20 @@ class MongoWriter(StoreWriter):
     def _delete_samples(self, query: dict[str, Any]) -> None:
         self._samples().delete_many(query)
 
-    def _read_committed(self, committed: int) -> tuple[list[str], list[int]]:
+    def _read_committed(self, committed: int, classes: int) -> tuple[list[str], list[int]]:
         documents = self._connection.call(
             lambda: list(self._samples().find({"_id": {"$lt": committed}}, {"source": 1, "label": 1})))
         sources: list[str | None] = [None] * committed
         labels = [0] * committed
         for document in documents:
-            index = document["_id"]
-            if isinstance(index, int) and 0 <= index < committed:
-                sources[index] = decode_source(document.get("source"))
-                labels[index] = int(document.get("label", -1))
+            index, label = document["_id"], document.get("label")
+            if not (_is_int(index) and 0 <= index < committed):
+                continue  # not a sample datakit wrote; the count check below catches the gap
+            if not (_is_int(label) and 0 <= label < classes):
+                raise StoreError(f"{self._where}: sample {record_key(index)!r} has no valid label "
+                                 f"({label!r}); reconvert with --overwrite")
+            sources[index] = decode_source(document.get("source"))
+            labels[index] = label
         if len(documents) != committed or any(source is None for source in sources):
             raise StoreError(f"{self._where}: the progress document disagrees with the stored "
                              "samples; reconvert with --overwrite")
@@ -275,3 +279,18 @@ class MongoWriter(StoreWriter):
                         raise
 
         self._connection.call(delete_all)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
+    """Whether running totals read back from a store can be resumed (one count per class,
+    counts adding up to the length, each size range empty or ``[min, max]``); the same
+    check as ``datakit.stores.lmdb._stats_fit``."""
+    ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
+                    for bounds in (stats.width_range, stats.height_range))
+    return (len(stats.class_counts) == len(settings.classes) and stats.length >= 0
+            and all(count >= 0 for count in stats.class_counts)
+            and sum(stats.class_counts) == stats.length and ranges_ok)
