@@ -196,7 +196,9 @@ class DataLoader(Generic[T]):
 
     def _choose_backends(self) -> None:
         if self.device is not None and self.device.type != "cpu":
-            self._device_backend = select_backend(self.device)
+            self._device_backend = select_backend(
+                self.device, stacklevel=4
+            )  # the user's DataLoader(...) line
         elif self.pin_memory:
             if torch.cuda.is_available():
                 self._pin_backend = CudaBackend(torch.device("cuda"))

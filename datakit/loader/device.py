@@ -224,17 +224,18 @@ class CpuBackend:
         self.log("record_stream", stream.name, tuple(tensor.shape))
 
 
-def select_backend(device: torch.device) -> DeviceBackend:
+def select_backend(device: torch.device, stacklevel: int = 2) -> DeviceBackend:
     """The backend for ``device``: CUDA when available, else the CPU stand-in with a warning.
 
     Args:
         device: The device the loader should deliver batches to.
+        stacklevel: Passed to :func:`warnings.warn` (2: the caller's line).
     """
     if device.type == "cuda" and torch.cuda.is_available():
         return CudaBackend(device)
     warnings.warn(
         f"DataLoader(device={str(device)!r}): CUDA is not available, so batches stay on the CPU.",
         RuntimeWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return CpuBackend()

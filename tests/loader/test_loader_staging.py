@@ -137,7 +137,7 @@ def test_stager_raises_a_source_error_after_the_batch_in_flight():
 def recording_backend(monkeypatch):
     """Makes DataLoader(device=...) use a recording CPU stand-in instead of CUDA (no warning)."""
     backend = CpuBackend(record=True)
-    monkeypatch.setattr(dataloader_module, "select_backend", lambda device: backend)
+    monkeypatch.setattr(dataloader_module, "select_backend", lambda device, stacklevel=2: backend)
     return backend
 
 
