@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import threading
 
 import pytest
 from _loader_datasets import (
@@ -124,11 +125,17 @@ def test_timeout_raises(pin_thread):
     assert wait_until(lambda: all(process_gone(pid) for pid in pids))
 
 
+def pin_thread_alive() -> bool:
+    return any(thread.name == "datakit-loader-pin" and thread.is_alive() for thread in threading.enumerate())
+
+
 @pytest.mark.parametrize("persistent", [False, True])
-def test_early_break_stops_every_worker(tmp_path, persistent):
+@pytest.mark.parametrize("pin_thread", [False, True], ids=["direct", "pin-thread"])
+def test_early_break_stops_every_worker_and_thread(tmp_path, persistent, pin_thread):
     loader = datakit.DataLoader(
         MarkerDataset(str(tmp_path), 400), batch_size=2, num_workers=2, persistent_workers=persistent
     )
+    with_pin_thread(loader, pin_thread)
     iterator = iter(loader)
     pids = iterator.worker_pids
     for position, _ in enumerate(iterator):
@@ -137,12 +144,14 @@ def test_early_break_stops_every_worker(tmp_path, persistent):
     del iterator, loader
     gc.collect()
     assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+    assert wait_until(lambda: not pin_thread_alive())
     # the workers stopped fetching long before the end of the dataset
     assert len(list(tmp_path.iterdir())) < 100
 
 
-def test_exception_in_training_loop_stops_workers():
-    loader = datakit.DataLoader(RangeDataset(200), batch_size=2, num_workers=2)
+@pytest.mark.parametrize("pin_thread", [False, True], ids=["direct", "pin-thread"])
+def test_exception_in_training_loop_stops_workers_and_thread(pin_thread):
+    loader = with_pin_thread(datakit.DataLoader(RangeDataset(200), batch_size=2, num_workers=2), pin_thread)
     pids = []
 
     def train():
@@ -155,6 +164,7 @@ def test_exception_in_training_loop_stops_workers():
     with pytest.raises(ArithmeticError):
         train()
     assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+    assert wait_until(lambda: not pin_thread_alive())
 
 
 def test_explicit_shutdown_then_iteration_ends():
