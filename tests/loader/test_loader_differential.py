@@ -246,3 +246,53 @@ def test_two_iterators_of_one_loader_are_independent():
     first, second = iter(loader), iter(loader)
     assert [b.tolist() for b in first] == [b.tolist() for b in second] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert next(iter(loader)).tolist() == [0, 1]
+
+
+def _option_grid() -> list[dict]:
+    """A fixed sample of the option space: every value of every option appears, in varied company."""
+    import itertools
+    import random as stdlib_random
+
+    grid = list(
+        itertools.product(
+            [None, 1, 3],  # batch_size
+            [False, True],  # shuffle
+            [False, True],  # drop_last
+            [0, 2],  # num_workers
+            [None, 1, 3],  # prefetch_factor (only with workers)
+            [False, True],  # persistent_workers (only with workers)
+            [False, True],  # generator
+        )
+    )
+    chosen = []
+    for batch_size, shuffle, drop_last, workers, prefetch, persistent, generator in stdlib_random.Random(
+        2024
+    ).sample(grid, 14):
+        if batch_size is None:
+            drop_last = False
+        if workers == 0:
+            prefetch, persistent = None, False
+        chosen.append(
+            {
+                "batch_size": batch_size,
+                "shuffle": shuffle,
+                "drop_last": drop_last,
+                "num_workers": workers,
+                "prefetch_factor": prefetch,
+                "persistent_workers": persistent,
+                "generator": generator,
+            }
+        )
+    return chosen
+
+
+@pytest.mark.parametrize(
+    "options", _option_grid(), ids=lambda options: "-".join(f"{v}" for v in options.values())
+)
+def test_option_combinations(options):
+    def make():
+        kwargs = dict(options)
+        kwargs["generator"] = seeded(17) if options["generator"] else None
+        return kwargs
+
+    compare_with_torch(RandomDataset(13), make, epochs=2 if options["persistent_workers"] else 1)
