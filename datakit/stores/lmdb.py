@@ -200,9 +200,9 @@ class LMDBReader(StoreReader):
     def labels(self) -> np.ndarray:
         with self._env.begin() as txn:
             raw = txn.get(_LABELS)
-        labels = np.frombuffer(raw or b"", dtype="<i4")
-        if raw is None or len(raw) % 4 or len(labels) != self._manifest.length:
+        if raw is None or len(raw) % 4 or len(raw) // 4 != self._manifest.length:
             raise StoreError(f"{self.spec.path}: the label table does not match the manifest")
+        labels = np.frombuffer(raw, dtype="<i4")
         if len(labels) and (labels.min() < 0 or labels.max() >= len(self._manifest.classes)):
             raise StoreError(f"{self.spec.path}: the label table holds labels outside the classes")
         return labels.astype(np.int64)
