@@ -27,7 +27,7 @@ from typing import Any
 
 import lmdb
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given, reject, settings
 from hypothesis import strategies as st
 
 import datakit
@@ -41,15 +41,17 @@ GOOD = len(CLASSES) * PER_CLASS
 HANG_ALARM_SECONDS = 60
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+MONGO_FUZZ = settings(FUZZ, max_examples=15)  # each example is a few round trips to a real server
+
+
+def _expire(signum: int, frame: Any) -> None:
+    raise TimeoutError(f"no answer within {HANG_ALARM_SECONDS} s: a hostile store hangs datakit")
 
 
 @pytest.fixture(autouse=True)
 def no_hang() -> Iterator[None]:
-    """A call that hangs fails the test (SIGALRM) instead of blocking the suite."""
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"no answer within {HANG_ALARM_SECONDS} s: a hostile store hangs datakit")
-
-    previous = signal.signal(signal.SIGALRM, expire)
+    """A call that hangs fails the test (SIGALRM, rearmed by each call of outcome())."""
+    previous = signal.signal(signal.SIGALRM, _expire)
     signal.alarm(HANG_ALARM_SECONDS)
     yield
     signal.alarm(0)
@@ -59,8 +61,10 @@ def no_hang() -> Iterator[None]:
 def outcome(action: Callable[[], Any], *names: str) -> Any:
     """Run ``action``: it succeeds, or raises a DatakitError naming one of ``names``.
 
-    Any other exception propagates and fails the test.
+    Any other exception propagates and fails the test; so does a call that
+    takes longer than HANG_ALARM_SECONDS.
     """
+    signal.alarm(HANG_ALARM_SECONDS)
     try:
         return action()
     except DatakitError as exc:
@@ -448,3 +452,250 @@ def test_a_record_whose_label_disagrees_with_the_label_table_names_its_key(lmdb_
             dataset[0]
     finally:
         dataset.close()
+
+
+# ---------------------------------------------------------------- MongoDB
+
+
+class MongoStore:
+    """A converted MongoDB store and a pymongo handle to damage and restore it."""
+
+    def __init__(self, location: dict[str, str], image_folder: Path) -> None:
+        from pymongo import MongoClient
+
+        from datakit.stores.mongo_layout import META_COLLECTION
+
+        self.uri, self.collection = location["uri"], location["collection"]
+        datakit.convert(image_folder, self.uri, collection=self.collection, workers=1)
+        self.client: Any = MongoClient(self.uri)
+        database = self.client[location["database"]]
+        self.samples, self.meta = database[self.collection], database[META_COLLECTION]
+        self.where = f"collection={self.collection}"
+        self.original_samples = sorted(self.samples.find(), key=lambda document: document["_id"])
+        self.original_meta = list(self.meta.find({"collection": self.collection}))
+
+    def restore(self) -> None:
+        self.samples.delete_many({})
+        self.samples.insert_many(self.original_samples)
+        self.meta.delete_many({"collection": self.collection})
+        self.meta.insert_many(self.original_meta)
+
+    def meta_document(self, kind: str) -> dict[str, Any]:
+        return next(document for document in self.original_meta if document["kind"] == kind)
+
+    def make_incomplete(self, **progress: Any) -> None:
+        """Replace the manifest and labels with a progress document (fields overridable)."""
+        manifest = json.loads(self.meta_document("manifest")["manifest"])
+        document = {"_id": f"progress:{self.collection}", "collection": self.collection, "kind": "progress",
+                    "settings": {key: manifest[key] for key in ("source", "classes", "payload_kind")},
+                    "stats": manifest["stats"], "committed": manifest["length"]}
+        document.update(progress)
+        self.meta.delete_many({"collection": self.collection})
+        self.meta.insert_one({key: value for key, value in document.items() if value is not MISSING})
+
+    def dataset(self, **options: Any) -> datakit.MongoDataset:
+        return datakit.MongoDataset(self.uri, self.collection, **options)
+
+    def inspect(self, **options: Any) -> dict[str, Any]:
+        return datakit.inspect(self.uri, collection=self.collection, **options)
+
+    def resume(self, image_folder: Path) -> datakit.ConversionReport:
+        return datakit.convert(image_folder, self.uri, collection=self.collection, resume=True, workers=1)
+
+
+MISSING = object()
+
+
+def insert_or_reject(collection: Any, document: dict[str, Any]) -> None:
+    """Insert a hostile document; one the server itself refuses is not an example."""
+    from pymongo.errors import WriteError
+
+    try:
+        collection.insert_one(document)
+    except WriteError:
+        reject()
+
+
+@pytest.fixture
+def mongo_store(mongo_store_location, image_folder) -> Iterator[MongoStore]:
+    store = MongoStore(mongo_store_location, image_folder)
+    yield store
+    store.client.close()
+
+
+def bson_values() -> st.SearchStrategy[Any]:
+    from bson import Binary, Int64, ObjectId
+
+    # nx-27017 keeps documents as JSON: no NaN or infinity there (a real MongoDB takes them).
+    scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+               | st.floats(allow_nan=False, allow_infinity=False)
+               | st.text(max_size=12) | st.binary(max_size=64).map(Binary)
+               | st.integers(-(2**40), 2**40).map(Int64) | st.just(ObjectId("5f0000000000000000000000")))
+    return st.recursive(scalars, lambda children: st.lists(children, max_size=3)
+                        | st.dictionaries(st.sampled_from(["a", "$ne", "$gt", "data"]), children, max_size=2),
+                        max_leaves=6)
+
+
+def hostile_field(original: Any) -> st.SearchStrategy[Any]:
+    from bson import Binary
+
+    values = st.just(MISSING) | bson_values()
+    if isinstance(original, bytes) and len(original) > 0:
+        values = values | mutated(bytes(original)).map(Binary) | header_fields().map(Binary)
+    return values
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@MONGO_FUZZ
+@given(data=st.data())
+def test_mongo_any_sample_document_raises_only_errors_naming_the_key(mongo_store, image_folder, data):
+    index = data.draw(st.integers(0, GOOD - 1), label="index")
+    key = record_key(index)
+    original = mongo_store.original_samples[index]
+    hostile = {name: data.draw(hostile_field(original.get(name)), label=name)
+               for name in ("label", "data", "source", "key", "gridfs")}
+    hostile = {name: value for name, value in hostile.items() if value is not MISSING}
+    new_id = data.draw(st.sampled_from([index, index + 0.5, f"x{index}", None, "ObjectId"]), label="_id")
+    if new_id == "ObjectId":
+        from bson import ObjectId
+
+        new_id = ObjectId()
+    if new_id is not None:
+        hostile["_id"] = new_id
+    try:
+        mongo_store.samples.delete_one({"_id": index})
+        insert_or_reject(mongo_store.samples, hostile)
+        for output in ("bytes", "tensor"):
+            read_everything(mongo_store.dataset(output=output))
+        # verify lists a bad record, or (a document without record bytes) stops at it
+        summary = outcome(lambda: mongo_store.inspect(verify=True), key)
+        if not isinstance(summary, DatakitError):
+            assert [bad["key"] for bad in summary["verify"]["bad"]] in ([], [key])
+        mongo_store.make_incomplete()
+        outcome(lambda: mongo_store.inspect(), mongo_store.where, key)
+        report = outcome(lambda: mongo_store.resume(image_folder), mongo_store.where, key)
+        if not isinstance(report, DatakitError):
+            assert report.complete and report.total in (GOOD, GOOD + 1)
+    finally:
+        mongo_store.restore()
+
+
+def meta_strategy(store_document: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """A field of a sidecar document: any BSON value, or (for text) fuzzed JSON."""
+    values = st.just(MISSING) | bson_values()
+    manifest = store_document.get("manifest")
+    if isinstance(manifest, str):
+        values = values | fuzzed_json(json.loads(manifest)).map(lambda raw: raw.decode()) | deep_json.map(
+            lambda raw: raw.decode("utf-8", "replace"))
+    return values
+
+
+@pytest.mark.integration
+@MONGO_FUZZ
+@given(data=st.data())
+def test_mongo_any_manifest_or_label_document_raises_only_errors_naming_the_store(mongo_store, data):
+    kind = data.draw(st.sampled_from(["manifest", "labels"]), label="kind")
+    document = dict(mongo_store.meta_document(kind))
+    fields = ["manifest", "length", "keys"] if kind == "manifest" else ["labels", "part", "kind"]
+    for name in data.draw(st.lists(st.sampled_from(fields), min_size=1, max_size=2, unique=True)):
+        value = data.draw(meta_strategy(document) if name == "manifest" else bson_values() | st.just(MISSING),
+                          label=name)
+        if value is MISSING:
+            document.pop(name, None)
+        else:
+            document[name] = value
+    extra = data.draw(st.booleans(), label="extra labels document")
+    try:
+        mongo_store.meta.delete_one({"_id": document["_id"]})
+        insert_or_reject(mongo_store.meta, document)
+        if extra:
+            insert_or_reject(mongo_store.meta, {"_id": f"labels:x:{mongo_store.collection}", "kind": "labels",
+                                         "collection": mongo_store.collection,
+                                         "part": data.draw(bson_values(), label="extra part"),
+                                         "labels": data.draw(bson_values(), label="extra labels")})
+        result = outcome(lambda: mongo_store.dataset(output="bytes"), mongo_store.where)
+        if not isinstance(result, DatakitError):
+            read_everything(result)
+        outcome(lambda: mongo_store.inspect(verify=True), mongo_store.where)
+    finally:
+        mongo_store.restore()
+
+
+@pytest.mark.integration
+@MONGO_FUZZ
+@given(data=st.data())
+def test_mongo_any_progress_document_resumes_or_raises_a_datakit_error(mongo_store, image_folder, data):
+    fields = data.draw(st.dictionaries(st.sampled_from(["settings", "stats", "committed", "removing"]),
+                                       bson_values() | st.just(MISSING), min_size=1, max_size=2))
+    try:
+        mongo_store.make_incomplete(**fields)
+        outcome(lambda: mongo_store.dataset(), mongo_store.where)  # refused: incomplete
+        outcome(lambda: mongo_store.inspect(), mongo_store.where)
+        report = outcome(lambda: mongo_store.resume(image_folder), mongo_store.where)
+        if not isinstance(report, DatakitError):
+            dataset = mongo_store.dataset(output="bytes")
+            files = source_files(image_folder)
+            assert [dataset[i][0] for i in range(len(dataset))] == [(image_folder / f).read_bytes()
+                                                                     for f in files]
+    finally:
+        mongo_store.restore()
+
+
+@pytest.mark.integration
+def test_mongo_pickled_documents_execute_nothing(mongo_store, image_folder, tmp_path):
+    from bson import Binary
+
+    markers, payloads = evil_pickles(tmp_path)
+    for index in range(GOOD):
+        mongo_store.samples.update_one({"_id": index}, {"$set": {"data": Binary(payloads[index % 3])}})
+    read_everything(mongo_store.dataset(output="pil"))
+    summary = mongo_store.inspect(verify=True)
+    assert [bad["key"] for bad in summary["verify"]["bad"]] == [record_key(i) for i in range(GOOD)]
+    with pytest.raises(DatakitError, match=record_key(0)):
+        mongo_store.inspect(preview=tmp_path / "sheet.png")
+    mongo_store.restore()
+    for payload in payloads:
+        for kind, name in (("manifest", "manifest"), ("labels", "labels")):
+            mongo_store.meta.update_one({"_id": mongo_store.meta_document(kind)["_id"]},
+                                        {"$set": {name: Binary(payload)}})
+            with pytest.raises(StoreError, match=mongo_store.where):
+                mongo_store.dataset()
+            mongo_store.restore()
+        mongo_store.make_incomplete(settings=Binary(payload), stats=Binary(payload))
+        with pytest.raises(StoreError, match="no readable conversion progress"):
+            mongo_store.resume(image_folder)
+        mongo_store.make_incomplete()
+        mongo_store.samples.update_many({}, {"$set": {"source": Binary(payload), "label": Binary(payload)}})
+        with pytest.raises(StoreError, match="no valid label"):
+            mongo_store.resume(image_folder)
+        mongo_store.restore()
+    assert not any(marker.exists() for marker in markers)
+
+
+@pytest.mark.integration
+def test_mongo_names_in_a_store_never_lead_to_files_written(mongo_store, image_folder, tmp_path, deep_cwd):
+    from bson import Binary
+
+    names = hostile_names(tmp_path)
+    for index in range(GOOD):
+        name = names[index % len(names)]
+        try:
+            stored: Any = name.encode("utf-8").decode("utf-8")
+        except UnicodeEncodeError:
+            stored = Binary(name.encode("utf-8", "surrogateescape"))
+        mongo_store.samples.update_one({"_id": index}, {"$set": {"source": stored}})
+    before = files_under(tmp_path)
+    image_files = files_under(image_folder)
+    read_everything(mongo_store.dataset(output="pil"))
+    preview = tmp_path / "out" / "sheet.png"
+    preview.parent.mkdir()
+    summary = mongo_store.inspect(verify=True, preview=preview)
+    assert summary["verify"]["ok"] and summary["preview"] == str(preview)
+    mongo_store.make_incomplete()
+    assert mongo_store.inspect()["complete"] is False
+    report = mongo_store.resume(image_folder)
+    assert report.complete and report.written == GOOD  # every renamed image is stored again
+    assert files_under(tmp_path) - before == {"out/sheet.png"}
+    assert files_under(image_folder) == image_files
+    assert os.listdir(deep_cwd) == []
