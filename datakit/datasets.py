@@ -14,10 +14,11 @@ transaction (LMDB) or one query (MongoDB) per batch.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ from torch.utils.data import Dataset
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
 from datakit.images import record_to_array, record_to_pil
 from datakit.manifest import Manifest, record_key
-from datakit.records import Record, decode_record
+from datakit.records import PayloadKind, Record, decode_record
 from datakit.stores import resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
 
@@ -36,6 +37,7 @@ Output = Literal["pil", "numpy", "tensor", "bytes"]
 OnError = Literal["raise", "skip"]
 _OUTPUTS = ("pil", "numpy", "tensor", "bytes")
 _logger = logging.getLogger("datakit")
+_T = TypeVar("_T")
 
 
 class StoreDataset(Dataset[tuple[Any, Any]]):
@@ -107,13 +109,18 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """Read a whole batch in one round trip to the store."""
         positions = [self._check_index(index) for index in indices]
+        raw = self._read_batch(positions)
+        return [self._load(position, data, self._sample)
+                for position, data in zip(positions, raw, strict=True)]
+
+    def _read_batch(self, positions: list[int]) -> Sequence[bytes | None]:
+        """Every record of a batch in one read; ``None`` for each when one is missing under "skip"."""
         try:
-            raw: Sequence[bytes | None] = self._open_reader().get_many(positions)
+            return self._open_reader().get_many(positions)
         except CorruptRecordError:
             if self.on_error == "raise":
                 raise
-            raw = [None] * len(positions)  # a record is missing: read them one by one
-        return [self._load(position, data) for position, data in zip(positions, raw, strict=True)]
+            return [None] * len(positions)  # read them one by one, replacing the missing ones
 
     def _check_index(self, index: int) -> int:
         length = len(self)
@@ -124,13 +131,13 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
         return position
 
-    def _load(self, position: int, data: bytes | None) -> tuple[Any, Any]:
-        """The sample at ``position``, or with ``on_error="skip"`` the next good one."""
+    def _load(self, position: int, data: bytes | None, use: Callable[[int, bytes], _T]) -> _T:
+        """``use(position, record bytes)``, or with ``on_error="skip"`` that of the next good record."""
         while True:
             try:
                 if data is None:
                     data = self._open_reader().get_many([position])[0]
-                return self._sample(position, data)
+                return use(position, data)
             except CorruptRecordError as exc:
                 if self.on_error == "raise":
                     raise
@@ -170,6 +177,58 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         if self.output == "tensor":
             return torch.from_numpy(array).permute(2, 0, 1)
         return array
+
+    # Batch-native reading: decoding straight into a batch the loader preallocated.
+
+    def batch_sample_shape(self) -> tuple[int, int, int] | None:
+        """The ``(3, H, W)`` shape of every sample, when batches can be decoded in place.
+
+        That is when samples are plain uint8 tensors (``output="tensor"``, no
+        transforms) and the manifest says every image has the same size.
+        :class:`datakit.DataLoader` then has its workers call
+        :meth:`read_batch_into` on preallocated shared memory instead of
+        building, collating and pickling one tensor per sample.
+        """
+        stats = self.manifest.stats
+        if (self.output != "tensor" or self.transform is not None or self.target_transform is not None
+                or not stats.width_range or len(set(stats.width_range)) != 1
+                or len(set(stats.height_range)) != 1):
+            return None
+        return (3, stats.height_range[0], stats.width_range[0])
+
+    def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
+        """Decode the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
+
+        The result equals ``default_collate(self.__getitems__(indices))``
+        written into the given arrays, without per-sample tensors.
+
+        Args:
+            indices: the batch's indices.
+            images: a uint8 array of shape ``(len(indices), *batch_sample_shape())``.
+            labels: an int64 array of shape ``(len(indices),)``.
+        """
+        positions = [self._check_index(index) for index in indices]
+        raw = self._read_batch(positions)
+        for slot, (position, data) in enumerate(zip(positions, raw, strict=True)):
+            labels[slot] = self._load(position, data, functools.partial(self._decode_into, out=images[slot]))
+
+    def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
+        key = record_key(position)
+        record = decode_record(data, key)
+        header = record.header
+        pixels: np.ndarray
+        try:
+            if header.kind is PayloadKind.RAW:
+                pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(header.shape)
+            else:
+                pixels = np.asarray(record_to_pil(record))
+        except Exception as exc:
+            raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
+        if pixels.shape != (out.shape[1], out.shape[2], 3):
+            raise CorruptRecordError(key, f"image of shape {pixels.shape} where the manifest promises "
+                                          f"{out.shape[1]}x{out.shape[2]} RGB")
+        np.copyto(out, pixels.transpose(2, 0, 1))
+        return header.label
 
     def _open_reader(self) -> StoreReader:
         pid = os.getpid()

@@ -105,3 +105,30 @@ def test_torch_dataloader_reads_everything(lmdb_store, num_workers, context):
     assert images.shape == (GOOD, 3, 30, 40)
     assert labels.tolist() == list(dataset.targets)
     assert all(torch.equal(images[i], dataset[i][0]) for i in range(GOOD))
+
+
+@pytest.mark.parametrize("payload_format", ["encoded", "raw"])
+def test_read_batch_into_equals_collating_getitems(image_folder, tmp_path, payload_format):
+    from torch.utils.data import default_collate
+
+    datakit.convert(image_folder, tmp_path / "s", format=payload_format, workers=1)
+    dataset = datakit.LMDBDataset(tmp_path / "s", output="tensor")
+    assert dataset.batch_sample_shape() == (3, 30, 40)
+    indices = [4, 0, 23, 4, -1]
+    images = np.zeros((len(indices), 3, 30, 40), dtype=np.uint8)
+    labels = np.zeros(len(indices), dtype=np.int64)
+    dataset.read_batch_into(indices, images, labels)
+    expected_images, expected_labels = default_collate(dataset.__getitems__(indices))
+    assert torch.equal(torch.from_numpy(images), expected_images)
+    assert torch.equal(torch.from_numpy(labels), expected_labels)
+
+
+def test_batch_sample_shape_only_for_plain_uniform_tensors(lmdb_store, tmp_path):
+    assert datakit.LMDBDataset(lmdb_store, output="numpy").batch_sample_shape() is None
+    assert datakit.LMDBDataset(lmdb_store, output="tensor", transform=lambda t: t).batch_sample_shape() is None
+    mixed = tmp_path / "mixed"
+    for size, name in (((4, 4), "a/x.png"), ((5, 4), "b/y.png")):
+        (mixed / name).parent.mkdir(parents=True)
+        Image.new("RGB", size).save(mixed / name)
+    datakit.convert(mixed, tmp_path / "s", workers=1)
+    assert datakit.LMDBDataset(tmp_path / "s", output="tensor").batch_sample_shape() is None
