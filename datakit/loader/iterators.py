@@ -240,11 +240,15 @@ class MultiProcessIterator(_BaseIterator):
     def _reset(self, loader: DataLoader[Any]) -> None:
         super()._reset(loader)
         self._epoch += 1
-        for worker_id in range(self._pool.num_workers):
-            self._pool.send(worker_id, Resume(self._epoch))
-        self._ledger.reset(first_task_id=self._ledger.next_send)
-        self._ended = False
-        self._fill()
+        try:
+            for worker_id in range(self._pool.num_workers):
+                self._pool.send(worker_id, Resume(self._epoch))
+            self._ledger.reset(first_task_id=self._ledger.next_send)
+            self._ended = False
+            self._fill()
+        except BaseException:
+            self.shutdown()  # the loader starts fresh workers on its next iter()
+            raise
 
     def _try_put_index(self) -> None:
         try:

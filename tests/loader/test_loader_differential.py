@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 import torch.utils.data as tud
 from _loader_datasets import (
     GetItemsDataset,
@@ -126,6 +127,25 @@ def test_persistent_workers_two_epochs(num_workers):
         },
         epochs=2,
     )
+
+
+@pytest.mark.parametrize("dataset", [RandomDataset(22), ShardedIterable(23)], ids=["map", "iterable"])
+def test_persistent_workers_after_an_early_break(dataset):
+    def run(loader_class):
+        torch.manual_seed(0)
+        loader = loader_class(
+            dataset, batch_size=3, num_workers=2, persistent_workers=True, generator=seeded(4)
+        )
+        first = []
+        for batch in loader:
+            first.append(batch)
+            if len(first) == 2:
+                break
+        second = list(loader)
+        del loader
+        return first, second
+
+    assert_same(run(tud.DataLoader), run(datakit.DataLoader))
 
 
 def test_non_persistent_workers_two_epochs():

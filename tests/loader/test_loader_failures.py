@@ -197,3 +197,14 @@ def test_persistent_loader_recovers_after_a_fatal_error():
     # the next epoch starts fresh workers; a healthy dataset shows the loader itself is usable
     loader.dataset.bad_index = -1
     assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_persistent_worker_killed_between_epochs():
+    loader = datakit.DataLoader(RangeDataset(8), batch_size=2, num_workers=2, persistent_workers=True)
+    assert len(list(loader)) == 4
+    victim = loader._iterator.worker_pids[0]
+    os.kill(victim, signal.SIGKILL)
+    assert wait_until(lambda: process_gone(victim))
+    with pytest.raises(RuntimeError, match=rf"pid {victim}\) was killed by signal SIGKILL"):
+        list(loader)
+    assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
