@@ -5,6 +5,7 @@ from __future__ import annotations
 from datakit.loader.samplers import (
     BatchSampler,
     DistributedSampler,
+    DistributedWeightedSampler,
     RandomSampler,
     Sampler,
     SequentialSampler,
@@ -20,4 +21,5 @@ __all__ = [
     "WeightedRandomSampler",
     "BatchSampler",
     "DistributedSampler",
+    "DistributedWeightedSampler",
 ]

@@ -5,18 +5,24 @@ order, as its namesake in :mod:`torch.utils.data`, so a loader built on either
 yields the same indices for the same :class:`torch.Generator` seed. They
 subclass :class:`torch.utils.data.Sampler`, so torch's own ``DataLoader``
 accepts them too.
+
+Each also has ``state_dict()`` / ``load_state_dict()``: the state of the
+generator at the start of the current pass and how many items the pass has
+yielded; after loading, the next pass draws the same order and skips what was
+yielded. The distributed samplers live in :mod:`datakit.loader.distributed`.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-import os
-from collections.abc import Iterable, Iterator, Sequence, Sized
-from typing import TypeVar
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import Sampler
+
+from datakit.loader.distributed import DistributedSampler, DistributedWeightedSampler
+from datakit.loader.state import decode_generator_state, encode_generator_state
 
 __all__ = [
     "Sampler",
@@ -26,6 +32,7 @@ __all__ = [
     "WeightedRandomSampler",
     "BatchSampler",
     "DistributedSampler",
+    "DistributedWeightedSampler",
 ]
 
 T = TypeVar("T")
@@ -46,7 +53,58 @@ def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-class SequentialSampler(Sampler[int]):
+_STATE_VERSION = 1
+
+
+class _PassState:
+    """State of a sampler's current pass: its generator at the start and the items yielded.
+
+    A subclass calls :meth:`_begin_pass` with the generator it is about to
+    draw from (None: torch's global RNG) and wraps what it yields in
+    :meth:`_counted`.
+    """
+
+    _pending: dict[str, Any] | None = None
+    _snapshot: str | None = None
+    _yielded = 0
+
+    def _begin_pass(self, generator: torch.Generator | None, random: bool = True) -> torch.Generator | None:
+        pending, self._pending = self._pending, None
+        saved = None if pending is None else pending.get("generator")
+        if saved is not None:
+            if generator is None:
+                generator = torch.Generator()  # replay a global-RNG pass without touching the global RNG
+            generator.set_state(decode_generator_state(saved))
+        if random:
+            state = generator.get_state() if generator is not None else torch.get_rng_state()
+            self._snapshot = encode_generator_state(state)
+        self._skip = 0 if pending is None else int(pending.get("yielded", 0))
+        self._yielded = 0
+        return generator
+
+    def _counted(self, items: Iterable[T]) -> Iterator[T]:
+        for item in items:
+            self._yielded += 1
+            if self._yielded > self._skip:
+                yield item
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data: the generator state at the start of the current pass and the items yielded."""
+        return {"version": _STATE_VERSION, "generator": self._snapshot, "yielded": self._yielded}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The next pass replays the saved pass's order and skips the items it yielded.
+
+        Raises:
+            ValueError: ``state`` is not a sampler state of this version.
+        """
+        yielded = state.get("yielded")
+        if state.get("version") != _STATE_VERSION or not isinstance(yielded, int) or yielded < 0:
+            raise ValueError(f"not a sampler state of version {_STATE_VERSION}: {dict(state)!r}")
+        self._pending = dict(state)
+
+
+class SequentialSampler(_PassState, Sampler[int]):
     """Yields ``0, 1, ..., len(data_source) - 1``.
 
     Args:
@@ -57,13 +115,14 @@ class SequentialSampler(Sampler[int]):
         self.data_source = data_source
 
     def __iter__(self) -> Iterator[int]:
-        return iter(range(len(self.data_source)))
+        self._begin_pass(None, random=False)
+        return self._counted(range(len(self.data_source)))
 
     def __len__(self) -> int:
         return len(self.data_source)
 
 
-class RandomSampler(Sampler[int]):
+class RandomSampler(_PassState, Sampler[int]):
     """Yields indices in random order, with or without replacement.
 
     Without a generator, each pass seeds a private generator from one draw of
@@ -105,8 +164,12 @@ class RandomSampler(Sampler[int]):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
+        generator = self._begin_pass(self.generator if self.generator is not None else _fresh_generator())
+        assert generator is not None, "_begin_pass returns the generator it was given"
+        yield from self._counted(self._draw(generator))
+
+    def _draw(self, generator: torch.Generator) -> Iterator[int]:
         size = len(self.data_source)
-        generator = self.generator if self.generator is not None else _fresh_generator()
         total = self.num_samples
         if self.replacement:
             for _ in range(total // _REPLACEMENT_CHUNK):
@@ -125,7 +188,7 @@ class RandomSampler(Sampler[int]):
         return self.num_samples
 
 
-class SubsetRandomSampler(Sampler[int]):
+class SubsetRandomSampler(_PassState, Sampler[int]):
     """Yields the given indices in random order, without replacement.
 
     Args:
@@ -138,14 +201,15 @@ class SubsetRandomSampler(Sampler[int]):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        for position in torch.randperm(len(self.indices), generator=self.generator).tolist():
+        generator = self._begin_pass(self.generator)
+        for position in self._counted(torch.randperm(len(self.indices), generator=generator).tolist()):
             yield self.indices[position]
 
     def __len__(self) -> int:
         return len(self.indices)
 
 
-class WeightedRandomSampler(Sampler[int]):
+class WeightedRandomSampler(_PassState, Sampler[int]):
     """Yields ``num_samples`` indices drawn with the given (unnormalised) weights.
 
     Args:
@@ -183,8 +247,9 @@ class WeightedRandomSampler(Sampler[int]):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        drawn = torch.multinomial(self.weights, self.num_samples, self.replacement, generator=self.generator)
-        yield from drawn.tolist()
+        generator = self._begin_pass(self.generator)
+        drawn = torch.multinomial(self.weights, self.num_samples, self.replacement, generator=generator)
+        yield from self._counted(drawn.tolist())
 
     def __len__(self) -> int:
         return self.num_samples
@@ -216,106 +281,43 @@ class BatchSampler(Sampler[list[int]]):
         self.sampler = sampler
         self.batch_size = batch_size
         self.drop_last = drop_last
+        self._batches = 0
 
     def __iter__(self) -> Iterator[list[int]]:
+        self._batches = 0
         indices = iter(self.sampler)
         while True:
             batch = list(itertools.islice(indices, self.batch_size))
             if not batch or (self.drop_last and len(batch) < self.batch_size):
                 return
+            self._batches += 1
             yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The wrapped sampler's state (it counts the indices grouped so far) and the batches yielded.
+
+        Raises:
+            TypeError: The wrapped sampler has no ``state_dict``.
+        """
+        if not hasattr(self.sampler, "state_dict"):
+            raise TypeError(f"{type(self.sampler).__name__} has no state_dict(); cannot save its batches")
+        return {"version": _STATE_VERSION, "sampler": self.sampler.state_dict(), "batches": self._batches}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Loads the wrapped sampler's state: the next pass continues after the saved batches.
+
+        Raises:
+            ValueError: ``state`` is not a batch sampler state of this version.
+            TypeError: The wrapped sampler has no ``load_state_dict``.
+        """
+        if state.get("version") != _STATE_VERSION or not isinstance(state.get("sampler"), Mapping):
+            raise ValueError(f"not a batch sampler state of version {_STATE_VERSION}")
+        if not hasattr(self.sampler, "load_state_dict"):
+            raise TypeError(f"{type(self.sampler).__name__} has no load_state_dict()")
+        self.sampler.load_state_dict(state["sampler"])
 
     def __len__(self) -> int:
         length = len(self.sampler)  # type: ignore[arg-type]
         if self.drop_last:
             return length // self.batch_size
         return (length + self.batch_size - 1) // self.batch_size
-
-
-def _distributed_world() -> tuple[int, int]:
-    """Returns ``(world_size, rank)`` from torch.distributed, else RANK/WORLD_SIZE, else (1, 0)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
-
-
-class DistributedSampler(Sampler[int]):
-    """Gives each of ``num_replicas`` processes its own equal share of the indices.
-
-    Every replica gets ``num_samples`` indices: the list is padded by wrapping
-    around (or truncated with ``drop_last``) to a multiple of ``num_replicas``
-    and replica ``rank`` takes every ``num_replicas``-th index from ``rank``.
-    With ``shuffle`` the list is a permutation seeded with ``seed + epoch``;
-    call :meth:`set_epoch` before each epoch to get a new order.
-
-    Args:
-        dataset: Anything with a length, usually the dataset.
-        num_replicas: How many processes share the data; defaults to the world
-            size of the initialised process group, else ``$WORLD_SIZE``, else 1.
-        rank: This process's rank; defaults the same way (``$RANK``, else 0).
-        shuffle: Permute the indices.
-        seed: Base seed of the permutation, the same on every replica.
-        drop_last: Drop the tail instead of padding it.
-
-    Raises:
-        ValueError: ``rank`` is outside ``[0, num_replicas - 1]``.
-    """
-
-    def __init__(
-        self,
-        dataset: Sized,
-        num_replicas: int | None = None,
-        rank: int | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-    ) -> None:
-        if num_replicas is None or rank is None:
-            world_size, world_rank = _distributed_world()
-            num_replicas = world_size if num_replicas is None else num_replicas
-            rank = world_rank if rank is None else rank
-        if rank >= num_replicas or rank < 0:
-            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
-        self.dataset = dataset
-        self.num_replicas = num_replicas
-        self.rank = rank
-        self.epoch = 0
-        self.drop_last = drop_last
-        self.shuffle = shuffle
-        self.seed = seed
-        length = len(dataset)
-        if drop_last and length % num_replicas != 0:
-            self.num_samples = math.ceil((length - num_replicas) / num_replicas)
-        else:
-            self.num_samples = math.ceil(length / num_replicas)
-        self.total_size = self.num_samples * num_replicas
-
-    def __iter__(self) -> Iterator[int]:
-        length = len(self.dataset)
-        if self.shuffle:
-            generator = torch.Generator()
-            generator.manual_seed(self.seed + self.epoch)
-            indices = torch.randperm(length, generator=generator).tolist()
-        else:
-            indices = list(range(length))
-        if self.drop_last:
-            indices = indices[: self.total_size]
-        else:
-            padding = self.total_size - len(indices)
-            repeats = math.ceil(padding / len(indices)) if padding > 0 else 0
-            indices += (indices * repeats)[:padding]
-        assert len(indices) == self.total_size, "padding must fill the list to total_size"
-        return iter(indices[self.rank : self.total_size : self.num_replicas])
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-    def set_epoch(self, epoch: int) -> None:
-        """Sets the epoch that seeds the next pass's permutation.
-
-        Args:
-            epoch: The epoch number; the same on every replica.
-        """
-        self.epoch = epoch
