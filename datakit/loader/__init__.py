@@ -5,6 +5,10 @@ Public names are re-exported by :mod:`datakit` (``DataLoader``,
 :mod:`datakit.samplers`. One module per job:
 
 * ``samplers``: index order (torch-identical random draws).
+* ``distributed``: samplers sharding one global order across ranks (elastic).
+* ``state``: the versioned resume state format.
+* ``progress``: one pass's taken and delivered batches (pure, no I/O).
+* ``resume``: epochs, ``set_epoch``, generator snapshots, save and load.
 * ``collate``: samples to batches.
 * ``fetch``: indices to a collated batch (map-style or iterable).
 * ``protocol``: the messages between the main process and the workers.

@@ -21,6 +21,7 @@ from torch.utils.data import Dataset, IterableDataset, Sampler
 from datakit.loader.collate import default_collate, default_convert
 from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, select_backend
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
+from datakit.loader.resume import EpochKeeper
 from datakit.loader.samplers import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader"]
@@ -191,6 +192,7 @@ class DataLoader(Generic[T]):
         self._choose_backends()
         self._IterableDataset_len_called: int | None = None
         self._iterator: MultiProcessIterator | None = None
+        self._epochs = EpochKeeper(self)
         self.__initialized = True
         self._check_worker_count()
 
@@ -264,6 +266,38 @@ class DataLoader(Generic[T]):
                 self._iterator._reset(self)
             return self._iterator
         return self._make_iterator()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where iteration stands, as small, versioned, JSON-serialisable plain data.
+
+        Save it beside the model checkpoint; :meth:`load_state_dict` on a loader
+        built the same way (any ``num_workers``; any world size with a
+        :class:`~datakit.samplers.DistributedSampler`) continues with exactly the
+        batches this loader would yield next. Describes the latest ``iter()``.
+        See ``docs/resume.md``.
+
+        Raises:
+            TypeError: The dataset is an ``IterableDataset``.
+        """
+        return self._epochs.state_dict(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Makes the next ``iter()`` continue from ``state`` (from :meth:`state_dict`).
+
+        The delivered batches of the saved epoch are skipped without loading
+        them; a state saved between epochs starts the next epoch.
+
+        Raises:
+            ValueError: ``state`` is not a datakit loader state of a supported
+                version, or was saved with another kind of sampler.
+            TypeError: The dataset is an ``IterableDataset``.
+        """
+        self._epochs.load_state_dict(self, state)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter()`` starts (unless ``set_epoch`` is called on the sampler)."""
+        return self._epochs.next_epoch
 
     def __len__(self) -> int:
         if self._is_iterable:

@@ -58,8 +58,12 @@ class _BaseIterator:
         self._drop_last = loader.drop_last
         self._collate_fn = loader.collate_fn
         self._reported_length = loader._IterableDataset_len_called
+        self._progress = loader._epochs.begin_pass(loader)  # sets the epoch on the samplers
         self._sampler_iter = iter(self._index_sampler)
         self._base_seed = draw_base_seed(loader.generator)
+        self._sampler_iter, self._base_seed = loader._epochs.start_pass(
+            loader, self._progress, self._sampler_iter, self._base_seed
+        )  # a resumed pass: generators put back, delivered batches skipped
         self._num_yielded = 0
         self._backend = loader._device_backend
         self._pin_backend = loader._pin_backend
@@ -92,7 +96,12 @@ class _BaseIterator:
 
     def __next__(self) -> Any:
         stager = self._stager
-        data = self._next_data() if stager is None else stager.next(self._next_staged_source)
+        try:
+            data = self._next_data() if stager is None else stager.next(self._next_staged_source)
+        except StopIteration:
+            self._progress.record_end()
+            raise
+        self._progress.record_yield()
         self._num_yielded += 1
         if (
             self._is_iterable
@@ -107,7 +116,10 @@ class _BaseIterator:
         return data
 
     def _reset(self, loader: DataLoader[Any]) -> None:
-        self._sampler_iter = iter(self._index_sampler)
+        self._progress = loader._epochs.begin_pass(loader)
+        self._sampler_iter, _ = loader._epochs.start_pass(
+            loader, self._progress, iter(self._index_sampler), self._base_seed
+        )  # the workers keep the base seed they were started with
         self._num_yielded = 0
         self._reported_length = loader._IterableDataset_len_called
         if self._stager is not None:
@@ -124,15 +136,25 @@ class SingleProcessIterator(_BaseIterator):
         )
         self._start_staging(_RING_SPARE_SLOTS)
 
+    def _fetch_next(self) -> Any:
+        indices = next(self._sampler_iter)
+        try:
+            data = self._fetcher.fetch(indices)
+        except Exception:
+            self._progress.deliver(failed=True)
+            raise
+        self._progress.deliver()
+        return data
+
     def _next_data(self) -> Any:
-        data = self._fetcher.fetch(next(self._sampler_iter))
+        data = self._fetch_next()
         if self._pin_backend is not None:
             data = map_tensors(data, self._pin_backend.pin)
         return data
 
     def _next_staged_source(self) -> Pinned:
         assert self._ring is not None
-        return self._ring.pin(self._fetcher.fetch(next(self._sampler_iter)))
+        return self._ring.pin(self._fetch_next())
 
 
 @dataclass
@@ -337,6 +359,9 @@ class MultiProcessIterator(_BaseIterator):
 
     def _process(self, delivery: Delivery) -> Any:
         self._try_put_index()
+        self._progress.deliver(
+            delivery.task_id - self._ledger.first_task_id, failed=isinstance(delivery.payload, WorkerFailure)
+        )
         if isinstance(delivery.payload, WorkerFailure):
             delivery.payload.reraise()
         return delivery.payload

@@ -101,17 +101,23 @@ def test_batch_sampler(num_workers):
     compare_with_torch(RangeDataset(20), make)
 
 
-def test_distributed_sampler_across_epochs():
-    def run(loader_class):
-        sampler = samplers.DistributedSampler(range(18), num_replicas=2, rank=0, seed=3)
+@pytest.mark.parametrize("module", [samplers, tud], ids=["datakit-sampler", "torch-sampler"])
+def test_distributed_sampler_across_epochs(module):
+    """datakit's loader calls ``set_epoch`` itself (a deliberate difference); torch's needs the call."""
+
+    def run(loader_class, call_set_epoch):
+        sampler = module.DistributedSampler(range(18), num_replicas=2, rank=0, seed=3)
         loader = loader_class(RangeDataset(18), batch_size=4, sampler=sampler, num_workers=2)
         epochs = []
-        for epoch in range(2):
-            sampler.set_epoch(epoch)
+        for epoch in range(3):
+            if call_set_epoch:
+                sampler.set_epoch(epoch)
             epochs.append(list(loader))
         return epochs
 
-    assert_same(run(tud.DataLoader), run(datakit.DataLoader))
+    expected = run(tud.DataLoader, call_set_epoch=True)
+    assert_same(expected, run(datakit.DataLoader, call_set_epoch=False))
+    assert_same(expected, run(datakit.DataLoader, call_set_epoch=True))
 
 
 @pytest.mark.parametrize("num_workers", [2, 3])

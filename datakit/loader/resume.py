@@ -1,0 +1,285 @@
+"""Epochs and resume for :class:`~datakit.DataLoader`: which epoch a pass is, and where it stands.
+
+:class:`EpochKeeper` belongs to one loader. Each pass (``iter(loader)``)
+starts the next epoch and sets it on every sampler with ``set_epoch`` (ours
+and torch's ``DistributedSampler``), unless the user set another epoch
+explicitly. Just before the sampler's first draw it snapshots the generators
+the epoch's order comes from; a saved state holds that snapshot, the workers'
+base seed and which batches were delivered, and a resumed pass puts the
+generators back at the same point and skips the delivered batches without
+fetching them. A sampler that resumes itself (the sharded samplers of
+:mod:`datakit.loader.distributed`) saves its own world-size-independent state
+instead of delivered batches. See ``docs/resume.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+from torch.utils.data import BatchSampler as TorchBatchSampler
+from torch.utils.data import DistributedSampler as TorchDistributedSampler
+from torch.utils.data import SequentialSampler as TorchSequentialSampler
+
+from datakit.loader.distributed import _ShardedSampler
+from datakit.loader.iterators import draw_base_seed
+from datakit.loader.progress import PassProgress
+from datakit.loader.samplers import BatchSampler, SequentialSampler
+from datakit.loader.state import (
+    BEFORE_BASE_SEED,
+    BEFORE_SAMPLER,
+    LoaderState,
+    decode_generator_state,
+    encode_generator_state,
+)
+
+if TYPE_CHECKING:
+    from datakit.loader.dataloader import DataLoader
+
+__all__ = ["EpochKeeper"]
+
+T = TypeVar("T")
+
+GLOBAL = "global"
+
+# Samplers whose order draws from no shared generator.
+_DETERMINISTIC = (
+    TorchSequentialSampler,
+    TorchDistributedSampler,
+    TorchBatchSampler,
+    SequentialSampler,
+    BatchSampler,  # the sampler it wraps is checked on its own
+    _ShardedSampler,
+)
+
+
+def _sampler_chain(loader: DataLoader[Any]) -> dict[str, Any]:
+    """The loader's samplers by role, each object once."""
+    batch_sampler = loader.batch_sampler
+    candidates = {
+        "sampler": loader.sampler,
+        "batch_sampler": batch_sampler,
+        "batch_sampler.sampler": getattr(batch_sampler, "sampler", None),
+    }
+    chain: dict[str, Any] = {}
+    for role, sampler in candidates.items():
+        if sampler is not None and all(sampler is not seen for seen in chain.values()):
+            chain[role] = sampler
+    return chain
+
+
+def _draws_from_global_rng(sampler: Any) -> bool:
+    if isinstance(sampler, (range, list, tuple, _DETERMINISTIC)) or type(sampler).__name__.startswith(
+        "_InfiniteConstant"
+    ):
+        return False
+    return getattr(sampler, "generator", None) is None
+
+
+def generator_sources(loader: DataLoader[Any]) -> dict[str, torch.Generator | None]:
+    """The generators an epoch's order and base seed come from, by role; ``None`` is torch's global RNG."""
+    sources: dict[str, torch.Generator | None] = {}
+    if loader.generator is not None:
+        sources["loader"] = loader.generator
+    for role, sampler in _sampler_chain(loader).items():
+        generator = getattr(sampler, "generator", None)
+        if isinstance(generator, torch.Generator) and all(generator is not g for g in sources.values()):
+            sources[role] = generator
+        elif _draws_from_global_rng(sampler):
+            sources[GLOBAL] = None
+    return sources
+
+
+def snapshot(sources: Mapping[str, torch.Generator | None]) -> dict[str, str]:
+    """Encoded states of ``sources``."""
+    return {
+        role: encode_generator_state(torch.get_rng_state() if generator is None else generator.get_state())
+        for role, generator in sources.items()
+    }
+
+
+def restore(sources: Mapping[str, torch.Generator | None], saved: Mapping[str, str]) -> None:
+    """Puts saved states back into the generators of the same roles (the global RNG for ``"global"``)."""
+    for role, text in saved.items():
+        state = decode_generator_state(text)
+        if role == GLOBAL:
+            torch.set_rng_state(state)
+        elif sources.get(role) is not None:
+            generator = sources[role]
+            assert generator is not None
+            generator.set_state(state)
+
+
+def _epoch_targets(loader: DataLoader[Any]) -> list[Any]:
+    return [
+        sampler
+        for sampler in _sampler_chain(loader).values()
+        if callable(getattr(sampler, "set_epoch", None))
+    ]
+
+
+def _self_resuming_sampler(loader: DataLoader[Any]) -> _ShardedSampler | None:
+    """The loader's sampler when it resumes itself: sharded, with batches of a known size."""
+    sampler = loader.sampler
+    if isinstance(sampler, _ShardedSampler) and (loader.batch_size is not None or not loader._auto_collation):
+        return sampler
+    return None
+
+
+class EpochKeeper:
+    """Counts a loader's epochs, tracks its latest pass and saves/loads its state.
+
+    Args:
+        loader: The loader (not kept: every method takes it again).
+    """
+
+    def __init__(self, loader: DataLoader[Any]) -> None:
+        self._next_epoch = 0
+        self._seen_epoch = self._target_epoch(loader)
+        self._pending: LoaderState | None = None
+        self._current: PassProgress | None = None
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch the next pass starts, unless the user sets another on the sampler."""
+        return self._next_epoch
+
+    @staticmethod
+    def _target_epoch(loader: DataLoader[Any]) -> int | None:
+        targets = _epoch_targets(loader)
+        epoch = getattr(targets[0], "epoch", None) if targets else None
+        return epoch if isinstance(epoch, int) else None
+
+    def begin_pass(self, loader: DataLoader[Any]) -> PassProgress:
+        """Starts the next epoch: chooses its number and sets it on the samplers.
+
+        Call before ``iter(index_sampler)``.
+        """
+        epoch = self._next_epoch
+        explicit = self._target_epoch(loader)
+        if explicit is not None and explicit != self._seen_epoch:
+            epoch = explicit  # the user called set_epoch(): it wins
+        for target in _epoch_targets(loader):
+            target.set_epoch(epoch)
+        self._seen_epoch = self._target_epoch(loader)
+        pending, self._pending = self._pending, None
+        if pending is not None and pending.epoch == epoch:
+            progress = PassProgress(epoch, pending.delivered)
+            progress.restore = pending
+        else:
+            progress = PassProgress(epoch)
+        self._current = progress
+        self._next_epoch = epoch + 1
+        return progress
+
+    def start_pass(
+        self, loader: DataLoader[Any], progress: PassProgress, batches: Iterator[T], base_seed: int
+    ) -> tuple[Iterator[T], int]:
+        """Call after ``iter(index_sampler)`` and the base seed draw, before anything else draws.
+
+        Returns:
+            The batch iterator to use (skipping delivered batches) and the base seed.
+        """
+        sources = generator_sources(loader)
+        saved = progress.restore
+        if saved is not None:
+            restore(sources, saved.generators)
+            if saved.restore_point == BEFORE_BASE_SEED:
+                base_seed = draw_base_seed(loader.generator)
+            elif saved.base_seed is not None:
+                base_seed = saved.base_seed
+            progress.restore = None
+        progress.generators = snapshot(sources)
+        progress.base_seed = base_seed
+        return progress.track(batches), base_seed
+
+    def state_dict(self, loader: DataLoader[Any]) -> dict[str, Any]:
+        """The loader's state as plain data (see :class:`~datakit.loader.state.LoaderState`)."""
+        _refuse_iterable(loader)
+        if self._pending is not None:
+            return self._pending.to_dict()
+        progress = self._current
+        if progress is None:
+            state = LoaderState(
+                epoch=self._next_epoch,
+                generators=snapshot(generator_sources(loader)),
+                restore_point=BEFORE_BASE_SEED,
+            )
+            return self._with_sampler(loader, state, consumed=0).to_dict()
+        if self._finished(loader, progress):
+            persistent = loader.persistent_workers and loader.num_workers > 0
+            state = LoaderState(
+                epoch=progress.epoch + 1,
+                generators=snapshot(generator_sources(loader)),
+                restore_point=BEFORE_SAMPLER if persistent else BEFORE_BASE_SEED,
+                base_seed=progress.base_seed,
+            )
+            return self._with_sampler(loader, state, consumed=-1).to_dict()
+        state = LoaderState(
+            epoch=progress.epoch,
+            delivered=progress.delivered,
+            generators=dict(progress.generators),
+            restore_point=BEFORE_SAMPLER,
+            base_seed=progress.base_seed,
+        )
+        return self._with_sampler(loader, state, consumed=progress.delivered.prefix).to_dict()
+
+    @staticmethod
+    def _finished(loader: DataLoader[Any], progress: PassProgress) -> bool:
+        if progress.finished:
+            return True
+        try:
+            return len(progress.delivered) >= len(loader._index_sampler)
+        except TypeError:
+            return False
+
+    @staticmethod
+    def _with_sampler(loader: DataLoader[Any], state: LoaderState, consumed: int) -> LoaderState:
+        """For a sampler that resumes itself: its state replaces the delivered batches.
+
+        Args:
+            consumed: Batches of the pass consumed; -1 for all of them.
+        """
+        sampler = _self_resuming_sampler(loader)
+        if sampler is None:
+            return state
+        batch_size = loader.batch_size if loader._auto_collation else 1
+        assert batch_size is not None
+        sampler_state = sampler.state_after(len(sampler) if consumed < 0 else consumed * batch_size)
+        state.sampler = sampler_state
+        state.epoch = int(sampler_state["epoch"])
+        state.base_seed = None  # the workers' seeds are per rank: the state must be the same on every rank
+        state.delivered = type(state.delivered)()
+        return state
+
+    def load_state_dict(self, loader: DataLoader[Any], state: Mapping[str, Any]) -> None:
+        """The next pass continues where ``state`` stood.
+
+        Raises:
+            ValueError: ``state`` is malformed, of another version, or does not
+                fit this loader's sampler.
+            TypeError: The loader reads an iterable dataset.
+        """
+        _refuse_iterable(loader)
+        loaded = LoaderState.from_dict(state)
+        sampler = _self_resuming_sampler(loader)
+        if (loaded.sampler is None) != (sampler is None):
+            raise ValueError(
+                "the state was saved with a different kind of sampler: a sharded sampler "
+                "(datakit.samplers.DistributedSampler / DistributedWeightedSampler) resumes only into one"
+            )
+        if sampler is not None and loaded.sampler is not None:
+            sampler.load_state_dict(loaded.sampler)
+        self._pending = loaded
+        self._current = None
+        self._next_epoch = loaded.epoch
+        self._seen_epoch = self._target_epoch(loader)
+
+
+def _refuse_iterable(loader: DataLoader[Any]) -> None:
+    if loader._is_iterable:
+        raise TypeError(
+            "DataLoader.state_dict()/load_state_dict() need a map-style dataset: "
+            "an IterableDataset's position lives in the dataset's own iterator"
+        )
