@@ -173,6 +173,29 @@ def test_a_state_saved_at_the_end_of_an_epoch_starts_the_next():
     assert lockstep(resumed) == lockstep(fresh)
 
 
+def test_torch_distributed_sampler_resumes_at_the_same_world_size():
+    def loaders():
+        return [
+            datakit.DataLoader(
+                RangeDataset(23),
+                batch_size=3,
+                sampler=tud.DistributedSampler(range(23), num_replicas=2, rank=rank, seed=6),
+            )
+            for rank in range(2)
+        ]
+
+    reference = loaders()
+    expected = [lockstep(reference), lockstep(reference)]
+    first = loaders()
+    lockstep(first)
+    head = lockstep(first, 2)
+    resumed = loaders()
+    for rank, loader in enumerate(resumed):
+        loader.load_state_dict(json.loads(json.dumps(first[rank].state_dict())))
+    tail = lockstep(resumed)
+    assert [h + t for h, t in zip(head, tail, strict=True)] == expected[1]
+
+
 def test_sharded_and_generic_states_do_not_mix():
     sharded = rank_loaders(12, 2, 2)[0]
     plain = datakit.DataLoader(RangeDataset(12), batch_size=2)
