@@ -9,6 +9,7 @@ belongs to, with its original type.
 from __future__ import annotations
 
 import contextlib
+import pickle
 import reprlib
 import sys
 import traceback
@@ -33,6 +34,9 @@ class WorkerFailure:
         traceback: The formatted traceback where it was raised.
         where: Where it happened, e.g. ``"DataLoader worker 1 (pid 4242)"``.
         indices: The sample indices of the batch being produced.
+        pickled: The exception itself, pickled in the worker, for types that
+            cannot be rebuilt from a message alone (such as
+            ``CorruptRecordError(key, reason)``); None when it does not pickle.
     """
 
     exc_type: type[BaseException] | None
@@ -41,6 +45,7 @@ class WorkerFailure:
     traceback: str
     where: str
     indices: Any = None
+    pickled: bytes | None = None
 
     @classmethod
     def capture(cls, where: str, indices: Any = None) -> WorkerFailure:
@@ -61,12 +66,13 @@ class WorkerFailure:
             traceback="".join(traceback.format_exception(exc_type, exc, tb)),
             where=where,
             indices=indices,
+            pickled=_pickled(exc),
         )
 
     def without_type(self) -> WorkerFailure:
         """Returns a copy that does not reference the exception class (always picklable)."""
         return WorkerFailure(
-            None, self.type_name, self.message, self.traceback, self.where, _safe(self.indices)
+            None, self.type_name, self.message, self.traceback, self.where, _safe(self.indices), None
         )
 
     def describe(self) -> str:
@@ -83,9 +89,11 @@ class WorkerFailure:
     def reraise(self) -> NoReturn:
         """Raises the exception again, with its original type when that is possible.
 
-        The type is rebuilt with the full description as its single argument;
-        a type that cannot be rebuilt that way (or could not be pickled) is
-        replaced by a ``RuntimeError`` carrying the same description.
+        The type is rebuilt with the full description as its single argument.
+        A type that cannot be rebuilt that way is raised as the worker's own
+        exception object (unpickled, so its attributes survive) with the
+        description added as a note; only when that fails too does a
+        ``RuntimeError`` carry the description.
         """
         text = self.describe()
         error: BaseException
@@ -96,11 +104,33 @@ class WorkerFailure:
                 # KeyError shows repr() of its argument; keep the description readable.
                 error = self.exc_type(_ReadableText(text) if issubclass(self.exc_type, KeyError) else text)
             except Exception:  # the type needs other constructor arguments
-                error = RuntimeError(text)
+                error = self._original_with_note(text)
         for name, value in (("worker_where", self.where), ("indices", self.indices)):
             with contextlib.suppress(AttributeError):
                 setattr(error, name, value)
         raise error
+
+
+    def _original_with_note(self, text: str) -> BaseException:
+        if self.pickled is not None:
+            try:
+                original = pickle.loads(self.pickled)  # our own worker's exception, not stored data
+            except Exception:
+                original = None
+            if isinstance(original, BaseException):
+                if hasattr(original, "add_note"):  # Python 3.11+
+                    original.add_note(text.partition("\n\n")[2])
+                return original
+        return RuntimeError(text)
+
+
+def _pickled(exc: BaseException) -> bytes | None:
+    try:
+        data = pickle.dumps(exc)
+        pickle.loads(data)  # only keep what will also unpickle in the main process
+    except Exception:
+        return None
+    return data
 
 
 class _ReadableText(str):

@@ -11,6 +11,7 @@ base seed is drawn from the loader's generator, then indices are drawn.
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -28,6 +29,7 @@ from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import map_tensors, pin_loop
 from datakit.loader.pool import WorkerPool
 from datakit.loader.protocol import Exhausted, Resume, ThreadFailed
+from datakit.loader.slots import BatchSlots, SlotFetcher, SlotTask, batch_sample_shape
 from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
 from datakit.loader.worker import WorkerConfig
 
@@ -188,6 +190,15 @@ def _resolve_context(context: Any) -> Any:
     return multiprocessing.get_context(method)
 
 
+def _receive_settled(pool: WorkerPool, slots: BatchSlots | None, wait: float) -> tuple[int, Any] | None:
+    """One result from the workers, with a batch sent through a slot copied out of it."""
+    received = pool.receive(wait)
+    if received is None or slots is None:
+        return received
+    worker_id, (task_id, payload) = received
+    return worker_id, (task_id, slots.settle(task_id, payload))
+
+
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
@@ -199,9 +210,13 @@ class MultiProcessIterator(_BaseIterator):
         self._epoch = 0
         self._ended = False
         self._ledger = TaskLedger(loader.num_workers, loader.prefetch_factor, loader.in_order)
+        self._slots = self._make_slots(loader)
+        make_fetcher = self._make_fetcher()
+        if self._slots is not None:
+            make_fetcher = functools.partial(SlotFetcher, buffers=self._slots.buffers)
         config = WorkerConfig(
             dataset=self._dataset,
-            make_fetcher=self._make_fetcher(),
+            make_fetcher=make_fetcher,
             collate_fn=self._collate_fn,
             auto_collation=self._auto_collation,
             drop_last=self._drop_last,
@@ -221,7 +236,8 @@ class MultiProcessIterator(_BaseIterator):
             thread = threading.Thread(
                 target=pin_loop,
                 args=(
-                    self._pool.receive,
+                    # not a bound method: the thread must not keep the iterator alive
+                    functools.partial(_receive_settled, self._pool, self._slots),
                     pin,
                     self._results,
                     self._resources.done,
@@ -234,6 +250,15 @@ class MultiProcessIterator(_BaseIterator):
             self._resources.pin_thread = thread
             thread.start()
         self._fill()
+
+    def _make_slots(self, loader: DataLoader[Any]) -> BatchSlots | None:
+        """Shared-memory batch slots, when the dataset can decode batches into them."""
+        if self._is_iterable:
+            return None
+        shape = batch_sample_shape(self._dataset, loader.batch_size, self._collate_fn, self._auto_collation)
+        if shape is None or loader.batch_size is None:
+            return None
+        return BatchSlots(self._ledger.capacity, loader.batch_size, shape)
 
     def _pin_function(self) -> Callable[[Any], Any] | None:
         done = self._resources.done
@@ -281,7 +306,11 @@ class MultiProcessIterator(_BaseIterator):
         if worker_id is None:
             return
         task_id = self._ledger.record_sent(worker_id)
-        self._pool.send(worker_id, (task_id, index))
+        task: Any = index
+        slot = self._slots.reserve(task_id) if self._slots is not None else None
+        if slot is not None:
+            task = SlotTask(index, slot)
+        self._pool.send(worker_id, (task_id, task))
 
     def _receive(self) -> tuple[int, int, Any]:
         """The next result from any worker: ``(worker_id, task_id, payload)``.
@@ -304,7 +333,7 @@ class MultiProcessIterator(_BaseIterator):
 
     def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
         if self._results is None:
-            received = self._pool.receive(wait)
+            received = _receive_settled(self._pool, self._slots, wait)
             if received is None:
                 return None
             worker_id, (task_id, payload) = received

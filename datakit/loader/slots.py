@@ -1,0 +1,167 @@
+"""Batch-native transport: workers decode whole batches into reused shared memory.
+
+torch hands each batch from a worker to the main process as new shared-memory
+tensors: the worker builds one tensor per sample, stacks them into a fresh
+shared-memory file, and the main process receives a file descriptor through
+a helper thread and maps it. For small samples that hand-over costs more
+than reading the data.
+
+When a dataset can decode a batch straight into preallocated memory (the
+datakit datasets can when every sample is a same-sized uint8 image tensor,
+see :meth:`datakit.StoreDataset.batch_sample_shape`), the loader instead
+allocates a fixed set of batch-sized *slots* in shared memory once, tells a
+worker which slot to fill with each task, and receives only
+``BatchInSlot(slot, count)``. The main process copies the batch out of the
+slot (one memcpy) and frees the slot for the next task. The result is the
+batch ``default_collate`` would have built: ``[images, labels]``.
+
+A slot is reserved when its task is sent and freed when that task's answer
+arrives, whatever the answer (a batch, a failure, or a stale result after an
+early break). Tasks sent while no slot is free travel the ordinary way, so
+the transport never waits for itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils.data
+
+from datakit.loader.collate import default_collate
+from datakit.loader.fetch import MapFetcher
+
+__all__ = ["SlotTask", "BatchInSlot", "SlotBuffers", "BatchSlots", "SlotFetcher", "batch_sample_shape"]
+
+
+@dataclass(frozen=True)
+class SlotTask:
+    """Main to worker: fetch ``indices`` into ``slot``."""
+
+    indices: list[int]
+    slot: int
+
+    def __repr__(self) -> str:  # how failures name the task: by its indices, as usual
+        return repr(self.indices)
+
+
+@dataclass(frozen=True)
+class BatchInSlot:
+    """Worker to main: the batch is in ``slot``, its first ``count`` rows."""
+
+    slot: int
+    count: int
+
+
+@dataclass(frozen=True)
+class SlotBuffers:
+    """The shared-memory slots, as the workers see them (pickles by sharing, not copying).
+
+    Attributes:
+        images: uint8, ``(slots, batch_size, *sample_shape)``.
+        labels: int64, ``(slots, batch_size)``.
+    """
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+
+def batch_sample_shape(dataset: Any, batch_size: int | None, collate_fn: Any,
+                       auto_collation: bool) -> tuple[int, ...] | None:
+    """The per-sample shape if this loader's batches can travel through slots, else None.
+
+    Only when the result is guaranteed to equal the ordinary path's: automatic
+    batching with a known batch size, the default collate function, and a
+    dataset that offers ``batch_sample_shape()`` and ``read_batch_into()``.
+    """
+    if not auto_collation or batch_size is None:
+        return None
+    if collate_fn is not default_collate and collate_fn is not torch.utils.data.default_collate:
+        return None
+    shape_of = getattr(dataset, "batch_sample_shape", None)
+    if not callable(shape_of) or not callable(getattr(dataset, "read_batch_into", None)):
+        return None
+    shape = shape_of()
+    return tuple(shape) if shape is not None else None
+
+
+class BatchSlots:
+    """The main process's side: the buffers, which are free, and which task holds which.
+
+    Thread-safe, since with ``pin_memory`` or ``device`` the pin thread
+    receives (and so frees) while the main thread sends (and so reserves).
+
+    Args:
+        count: number of slots; the tasks that may be in flight.
+        batch_size: rows per slot.
+        sample_shape: shape of one image.
+    """
+
+    def __init__(self, count: int, batch_size: int, sample_shape: tuple[int, ...]) -> None:
+        self.buffers = SlotBuffers(
+            images=torch.empty((count, batch_size, *sample_shape), dtype=torch.uint8).share_memory_(),  # type: ignore[no-untyped-call]
+            labels=torch.empty((count, batch_size), dtype=torch.int64).share_memory_(),  # type: ignore[no-untyped-call]
+        )
+        self._lock = threading.Lock()
+        self._free = list(range(count - 1, -1, -1))
+        self._held: dict[int, int] = {}  # task id -> slot
+
+    def reserve(self, task_id: int) -> int | None:
+        """A free slot for ``task_id``, or None when every slot is held."""
+        with self._lock:
+            if not self._free:
+                return None
+            slot = self._free.pop()
+            self._held[task_id] = slot
+            return slot
+
+    def settle(self, task_id: int, payload: Any) -> Any:
+        """Frees ``task_id``'s slot; a :class:`BatchInSlot` becomes its batch, copied out."""
+        with self._lock:
+            slot = self._held.pop(task_id, None)
+        if slot is None:
+            return payload
+        try:
+            if isinstance(payload, BatchInSlot):
+                assert payload.slot == slot, f"task {task_id} answered in slot {payload.slot}, not {slot}"
+                payload = [_copy_out(self.buffers.images[slot, :payload.count]),
+                           _copy_out(self.buffers.labels[slot, :payload.count])]
+        finally:
+            with self._lock:
+                self._free.append(slot)
+        return payload
+
+
+def _copy_out(rows: torch.Tensor) -> torch.Tensor:
+    """A private copy of ``rows``, made by numpy on this thread.
+
+    ``Tensor.clone`` would split the copy over torch's intra-op threads; on a
+    machine whose cores are busy with the loader's own workers, waiting for
+    those threads to be scheduled costs milliseconds per batch.
+    """
+    return torch.from_numpy(rows.numpy().copy())
+
+
+class SlotFetcher(MapFetcher):
+    """A worker's fetcher: :class:`SlotTask` into a slot, anything else the ordinary way.
+
+    Args:
+        dataset, collate_fn, auto_collation, drop_last: as for :class:`MapFetcher`.
+        buffers: the shared slots.
+    """
+
+    def __init__(self, dataset: Any, collate_fn: Any, auto_collation: bool, drop_last: bool,
+                 buffers: SlotBuffers) -> None:
+        super().__init__(dataset, collate_fn, auto_collation, drop_last)
+        self.buffers = buffers
+
+    def fetch(self, indices: Any) -> Any:
+        if not isinstance(indices, SlotTask):
+            return super().fetch(indices)
+        count = len(indices.indices)
+        images = self.buffers.images[indices.slot, :count].numpy()
+        labels = self.buffers.labels[indices.slot, :count].numpy()
+        self.dataset.read_batch_into(indices.indices, images, labels)
+        return BatchInSlot(indices.slot, count)

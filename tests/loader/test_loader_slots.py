@@ -1,0 +1,137 @@
+"""The batch-native transport: datakit datasets decode batches into shared slots.
+
+Whatever the transport, the batches must be torch's: each case runs the same
+LMDBDataset through torch's DataLoader and datakit's and compares them.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import lmdb
+import pytest
+import torch
+from torch.utils.data import DataLoader as TorchDataLoader
+
+import datakit
+from datakit.errors import CorruptRecordError
+from datakit.loader.slots import BatchInSlot, BatchSlots, batch_sample_shape
+from datakit.manifest import record_key
+from datakit.synthetic import make_image_folder
+
+
+@pytest.fixture(scope="module")
+def raw_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("slots")
+    make_image_folder(root / "src", classes=("a", "b", "c"), per_class=23, size=(12, 10), image_format="PNG")
+    datakit.convert(root / "src", root / "raw.lmdb", format="raw", workers=1)
+    return root / "raw.lmdb"
+
+
+def batches(loader_class, dataset, epochs=1, **options):
+    loader = loader_class(dataset, generator=torch.Generator().manual_seed(7), **options)
+    return [list(loader) for _ in range(epochs)]
+
+
+def assert_same(ours, theirs):
+    assert len(ours) == len(theirs)
+    for our_epoch, their_epoch in zip(ours, theirs, strict=True):
+        assert len(our_epoch) == len(their_epoch)
+        for (images, labels), (their_images, their_labels) in zip(our_epoch, their_epoch, strict=True):
+            assert torch.equal(images, their_images) and torch.equal(labels, their_labels)
+
+
+CASES = [
+    dict(batch_size=16, shuffle=True, num_workers=2),
+    dict(batch_size=16, shuffle=True, num_workers=2, drop_last=True),
+    dict(batch_size=7, shuffle=False, num_workers=2, prefetch_factor=1),
+    dict(batch_size=32, shuffle=True, num_workers=2, prefetch_factor=4, persistent_workers=True),
+    dict(batch_size=16, shuffle=True, num_workers=2, pin_memory=True),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("options", CASES, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_batches_equal_torchs(raw_store, options):
+    dataset = datakit.LMDBDataset(raw_store, output="tensor")
+    assert batch_sample_shape(dataset, options["batch_size"], datakit.default_collate, True) == (3, 10, 12)
+    epochs = 2 if options.get("persistent_workers") else 1
+    with pytest.warns(UserWarning) if options.get("pin_memory") else _no_warning():
+        ours = batches(datakit.DataLoader, dataset, epochs, **options)
+    unpinned = {key: value for key, value in options.items() if key != "pin_memory"}
+    theirs = batches(TorchDataLoader, dataset, epochs, **unpinned)
+    assert_same(ours, theirs)
+
+
+def _no_warning():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+@pytest.mark.integration
+def test_early_break_then_new_epoch_frees_every_slot(raw_store):
+    dataset = datakit.LMDBDataset(raw_store, output="tensor")
+    loader = datakit.DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2, persistent_workers=True,
+                                generator=torch.Generator().manual_seed(1))
+    for _ in range(3):  # break early three times: the stale tasks still hold slots
+        next(iter(itertools.islice(loader, 1)))
+    full = list(loader)
+    assert sum(len(labels) for _, labels in full) == len(dataset)
+    assert sorted(torch.cat([labels for _, labels in full]).tolist()) == sorted(dataset.targets.tolist())
+
+
+@pytest.mark.integration
+def test_unordered_delivery_reads_every_sample_once(raw_store):
+    dataset = datakit.LMDBDataset(raw_store, output="tensor")
+    loader = datakit.DataLoader(dataset, batch_size=5, num_workers=2, in_order=False)
+    images = torch.cat([batch for batch, _ in loader])
+    expected = torch.stack([dataset[i][0] for i in range(len(dataset))])
+    assert sorted(map(bytes, images.flatten(1).numpy())) == sorted(map(bytes, expected.flatten(1).numpy()))
+
+
+@pytest.mark.integration
+def test_corrupt_record_in_a_worker_keeps_its_type_and_key(raw_store, tmp_path):
+    import shutil
+
+    store = tmp_path / "damaged.lmdb"
+    shutil.copytree(raw_store, store)
+    with lmdb.open(str(store)) as env, env.begin(write=True) as txn:
+        data = bytearray(txn.get(record_key(9).encode()))
+        data[-1] ^= 0xFF
+        txn.put(record_key(9).encode(), bytes(data))
+    dataset = datakit.LMDBDataset(store, output="tensor")
+    with pytest.raises(CorruptRecordError, match="0000000009") as caught:
+        list(datakit.DataLoader(dataset, batch_size=4, num_workers=2))
+    assert caught.value.key == "0000000009"
+    assert "DataLoader worker process" in "".join(getattr(caught.value, "__notes__", []))
+    del caught  # its traceback holds the iterator, and so its workers
+    skipping = datakit.LMDBDataset(store, output="tensor", on_error="skip")
+    batches_read = list(datakit.DataLoader(skipping, batch_size=4, num_workers=2))
+    assert sum(len(labels) for _, labels in batches_read) == len(dataset)
+
+
+def test_not_used_when_the_result_could_differ(raw_store):
+    dataset = datakit.LMDBDataset(raw_store, output="tensor")
+    assert batch_sample_shape(dataset, None, datakit.default_collate, True) is None
+    assert batch_sample_shape(dataset, 4, lambda batch: batch, True) is None
+    assert batch_sample_shape(dataset, 4, datakit.default_collate, False) is None
+    with_transform = datakit.LMDBDataset(raw_store, output="tensor", transform=lambda t: t.float())
+    assert batch_sample_shape(with_transform, 4, datakit.default_collate, True) is None
+    assert batch_sample_shape(list(range(3)), 4, datakit.default_collate, True) is None
+
+
+def test_slot_bookkeeping():
+    slots = BatchSlots(2, batch_size=3, sample_shape=(1, 2, 2))
+    first, second = slots.reserve(10), slots.reserve(11)
+    assert {first, second} == {0, 1} and slots.reserve(12) is None  # all held
+    slots.buffers.images[second, :2] = 5
+    slots.buffers.labels[second, :2] = torch.tensor([3, 4])
+    images, labels = slots.settle(11, BatchInSlot(second, 2))
+    assert images.shape == (2, 1, 2, 2) and bool((images == 5).all()) and labels.tolist() == [3, 4]
+    slots.buffers.images[second] = 0
+    assert bool((images == 5).all())  # a private copy, not a view of the slot
+    assert slots.reserve(12) == second  # freed by settling
+    failure = RuntimeError("boom")
+    assert slots.settle(10, failure) is failure and slots.reserve(13) == first  # freed by a failure too
+    assert slots.settle(99, "not a slot task") == "not a slot task"
