@@ -66,6 +66,7 @@ class _PassState:
 
     _pending: dict[str, Any] | None = None
     _snapshot: str | None = None
+    _skip = 0
     _yielded = 0
 
     def _begin_pass(self, generator: torch.Generator | None, random: bool = True) -> torch.Generator | None:

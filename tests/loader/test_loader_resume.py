@@ -26,7 +26,7 @@ def make_loader(num_workers=0, generator_seed=1, **kwargs):
 
 
 def as_lists(batches):
-    return [batch.tolist() for batch in batches]
+    return [batch.tolist() if isinstance(batch, torch.Tensor) else batch for batch in batches]
 
 
 def uninterrupted(epochs=3, **kwargs):
@@ -61,6 +61,58 @@ def test_mid_epoch_resume_with_any_worker_count(save_workers, load_workers):
     assert taken == expected[1][:2]
     assert rest == expected[1][2:]
     assert following == expected[2]
+
+
+def _options(kind):
+    """Loader options of another shape; samplers are built fresh for every loader."""
+    if kind == "drop-last":
+        return {"drop_last": True}
+    if kind == "no-batching":
+        return {"batch_size": None}
+    if kind == "batch-sampler":
+        sampler = samplers.RandomSampler(range(LENGTH), generator=seeded(3))
+        return {"batch_size": 1, "shuffle": False, "batch_sampler": samplers.BatchSampler(sampler, 5, False)}
+    if kind == "weighted":
+        weights = [float(i % 4) for i in range(LENGTH)]
+        return {"shuffle": False, "sampler": tud.WeightedRandomSampler(weights, 30, generator=seeded(5))}
+    assert kind == "subset-global-rng"
+    return {"shuffle": False, "sampler": samplers.SubsetRandomSampler(list(range(0, LENGTH, 2)))}
+
+
+OTHER_KINDS = ["drop-last", "no-batching", "batch-sampler", "weighted", "subset-global-rng"]
+
+
+@pytest.mark.parametrize("kind", OTHER_KINDS)
+def test_mid_epoch_resume_with_other_samplers_and_options(kind):
+    def build(**extra):
+        options = _options(kind)
+        if options.get("batch_sampler") is not None:
+            options.pop("batch_size")
+            options.pop("shuffle")
+            return datakit.DataLoader(RangeDataset(LENGTH), **options, **extra)
+        return make_loader(**options, **extra)
+
+    torch.manual_seed(2)
+    loader = build()
+    expected = [as_lists(loader) for _ in range(3)]
+    torch.manual_seed(2)
+    loader = build()
+    as_lists(loader)
+    iterator = iter(loader)
+    taken = [next(iterator) for _ in range(2)]
+    state = json.loads(json.dumps(loader.state_dict()))
+    torch.manual_seed(77)
+    fresh = build(num_workers=2)
+    fresh.load_state_dict(state)
+    assert as_lists(taken) + as_lists(fresh) == expected[1]
+    assert as_lists(fresh) == expected[2]
+
+
+def test_state_of_a_loader_not_yet_iterated():
+    expected = uninterrupted(epochs=2)
+    state = json.loads(json.dumps(make_loader().state_dict()))
+    assert state["epoch"] == 0
+    assert resumed(state) == expected
 
 
 @pytest.mark.parametrize("step", [0, 6], ids=["before-first-batch", "after-last-batch"])
