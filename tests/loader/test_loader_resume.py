@@ -341,3 +341,32 @@ def test_sampler_state_dict_resumes_its_pass(make):
     assert taken + list(restored) == expected[1]
     with pytest.raises(ValueError):
         restored.load_state_dict({"version": 2})
+
+
+def test_progress_records_out_of_order_deliveries_compactly():
+    """Pure bookkeeping: batches delivered ahead of the prefix are kept as a short list of positions."""
+    from datakit.loader.progress import PassProgress
+    from datakit.loader.state import Delivered
+
+    progress = PassProgress(epoch=0)
+    batches = progress.track(iter([[0], [1], [2], [3], [4], [5]]))
+    taken = [next(batches) for _ in range(4)]  # pulls 0..3 in flight
+    for pull in (1, 3, 0):  # results finish out of order
+        progress.deliver(pull)
+        progress.record_yield()
+    assert progress.delivered == Delivered(prefix=2, extra=[3])
+    resumed = PassProgress(epoch=0, delivered=Delivered.from_dict(progress.delivered.to_dict()))
+    assert taken == [[0], [1], [2], [3]]
+    assert list(resumed.track(iter([[0], [1], [2], [3], [4], [5]]))) == [[2], [4], [5]]
+
+
+def test_progress_counts_a_failed_batch_as_delivered():
+    from datakit.loader.progress import PassProgress
+
+    progress = PassProgress(epoch=0)
+    batches = progress.track(iter([[0], [1], [2]]))
+    next(batches), next(batches)
+    progress.deliver(0, failed=True)
+    progress.deliver(1)
+    progress.record_yield()
+    assert progress.delivered.prefix == 2
