@@ -221,7 +221,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             if header.kind is PayloadKind.RAW:
                 pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(header.shape)
             else:
-                pixels = np.asarray(record_to_pil(record))
+                pixels = record_to_array(record)
         except Exception as exc:
             raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
         if pixels.shape != (out.shape[1], out.shape[2], 3):
