@@ -126,9 +126,13 @@ def make_incomplete(path: Path, progress: bytes) -> None:
 
 
 def valid_progress(path: Path) -> dict[str, Any]:
-    manifest = json.loads(lmdb_get(path, b"__manifest__"))
-    return {"settings": {key: manifest[key] for key in ("source", "classes", "payload_kind")},
-            "stats": manifest["stats"]}
+    """The progress entry of a conversion that committed everything the store at ``path`` holds."""
+    # Through datakit's reader: other tests may hold the session store open in this
+    # process, and LMDB allows one environment per store and process.
+    with datakit.stores.resolve_store(str(path)).open_reader() as reader:
+        manifest = reader.manifest
+    return {"settings": {"source": manifest.source, "classes": manifest.classes,
+                         "payload_kind": manifest.payload_kind}, "stats": manifest.stats.to_dict()}
 
 
 def header_fields() -> st.SearchStrategy[bytes]:
