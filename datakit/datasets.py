@@ -210,6 +210,14 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         positions = [self._check_index(index) for index in indices]
         raw = self._read_batch(positions)
         for slot, (position, data) in enumerate(zip(positions, raw, strict=True)):
+            if data is not None:
+                try:
+                    labels[slot] = self._decode_into(position, data, images[slot])
+                    continue
+                except CorruptRecordError:
+                    if self.on_error == "raise":
+                        raise
+            # the slow path, which finds a replacement for a bad record
             labels[slot] = self._load(position, data, functools.partial(self._decode_into, out=images[slot]))
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from datakit.errors import CorruptRecordError, IncompatibleStoreError
 
@@ -50,9 +50,11 @@ class PayloadKind(enum.IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True)
-class RecordHeader:
-    """The parsed header of one record."""
+_KINDS = {kind.value: kind for kind in PayloadKind}
+
+
+class RecordHeader(NamedTuple):
+    """The parsed header of one record (a named tuple: readers build one per sample)."""
 
     kind: PayloadKind
     label: int
@@ -67,8 +69,7 @@ class RecordHeader:
         return (self.height, self.width, self.channels)
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """A decoded record: its header and a view of its payload."""
 
     header: RecordHeader
@@ -122,10 +123,9 @@ def decode_record(data: bytes | memoryview, key: str) -> Record:
         raise CorruptRecordError(key, f"header says {length} payload bytes, found {len(payload)}")
     if zlib.crc32(payload, zlib.crc32(view[:_CHECKED_PREFIX])) != crc:
         raise CorruptRecordError(key, "checksum mismatch")
-    try:
-        payload_kind = PayloadKind(kind)
-    except ValueError:
-        raise CorruptRecordError(key, f"unknown payload kind {kind}") from None
+    payload_kind = _KINDS.get(kind)
+    if payload_kind is None:
+        raise CorruptRecordError(key, f"unknown payload kind {kind}")
     if payload_kind is PayloadKind.RAW and width * height * channels != length:
         raise CorruptRecordError(
             key, f"raw payload of {length} bytes does not match {height}x{width}x{channels}"
