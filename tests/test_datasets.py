@@ -125,7 +125,8 @@ def test_read_batch_into_equals_collating_getitems(image_folder, tmp_path, paylo
 
 def test_batch_sample_shape_only_for_plain_uniform_tensors(lmdb_store, tmp_path):
     assert datakit.LMDBDataset(lmdb_store, output="numpy").batch_sample_shape() is None
-    assert datakit.LMDBDataset(lmdb_store, output="tensor", transform=lambda t: t).batch_sample_shape() is None
+    transformed = datakit.LMDBDataset(lmdb_store, output="tensor", transform=lambda t: t)
+    assert transformed.batch_sample_shape() is None
     mixed = tmp_path / "mixed"
     for size, name in (((4, 4), "a/x.png"), ((5, 4), "b/y.png")):
         (mixed / name).parent.mkdir(parents=True)
