@@ -1,0 +1,33 @@
+"""The examples run as a user would run them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_example(name: str, *args: str, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                            env={**os.environ, **(env or {})}, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.mark.integration
+def test_quickstart(tmp_path):
+    output = run_example("quickstart.py", "--root", str(tmp_path / "demo"), "--images", "200")
+    assert "converted: 200 images" in output and "verify ok" in output and "samples/s" in output
+    assert (tmp_path / "demo" / "preview.png").exists()
+
+
+@pytest.mark.integration
+def test_mongodb_quickstart(mongo_store_location):
+    output = run_example("mongodb_quickstart.py", "--uri", mongo_store_location["uri"], "--collection",
+                         mongo_store_location["collection"], "--images", "90")
+    assert "converted 90 images" in output and "verify ok" in output and "read one epoch: 90" in output
