@@ -611,10 +611,8 @@ def test_mongo_any_sample_document_raises_only_errors_naming_the_key(mongo_store
         insert_or_reject(mongo_store.samples, hostile)
         for output in ("bytes", "tensor"):
             read_everything(mongo_store.dataset(output=output))
-        # verify lists a bad record, or (a document without record bytes) stops at it
-        summary = outcome(lambda: mongo_store.inspect(verify=True), key)
-        if not isinstance(summary, DatakitError):
-            assert [bad["key"] for bad in summary["verify"]["bad"]] in ([], [key])
+        summary = mongo_store.inspect(verify=True)  # findings, never an exception
+        assert [bad["key"] for bad in summary["verify"]["bad"]] in ([], [key])
         mongo_store.make_incomplete()
         outcome(lambda: mongo_store.inspect(), mongo_store.where, key)
         report = outcome(lambda: mongo_store.resume(image_folder), mongo_store.where, key)
@@ -742,3 +740,18 @@ def test_mongo_names_in_a_store_never_lead_to_files_written(mongo_store, image_f
     assert files_under(tmp_path) - before == {"out/sheet.png"}
     assert files_under(image_folder) == image_files
     assert os.listdir(deep_cwd) == []
+
+
+@pytest.mark.integration
+def test_mongo_verify_lists_every_document_without_record_bytes(mongo_store):
+    mongo_store.samples.update_one({"_id": 2}, {"$unset": {"data": ""}})
+    mongo_store.samples.update_one({"_id": 5}, {"$unset": {"data": ""}, "$set": {"gridfs": "no such file"}})
+    mongo_store.samples.update_one({"_id": 9}, {"$unset": {"data": ""}, "$set": {"gridfs": {"$ne": None}}})
+    mongo_store.samples.update_one({"_id": 11}, {"$set": {"data": "text, not bytes"}})
+    bad = mongo_store.inspect(verify=True)["verify"]["bad"]
+    assert [item["key"] for item in bad] == [record_key(i) for i in (2, 5, 9, 11)]
+    dataset = mongo_store.dataset(output="bytes")
+    for index in (2, 5, 9, 11):
+        with pytest.raises(DatakitError, match=record_key(index)):
+            dataset[index]
+    dataset.close()

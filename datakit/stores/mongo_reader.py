@@ -150,7 +150,12 @@ class MongoReader(StoreReader):
         return data
 
     def iter_records(self) -> Iterator[tuple[int, bytes]]:
-        """Every stored ``(index, record)`` in index order; a missing index is skipped."""
+        """Every stored ``(index, record)`` in index order; a missing index is skipped.
+
+        A sample document whose record bytes are gone (no ``data``, a missing
+        GridFS file) counts as missing too, so that ``inspect --verify`` lists
+        it with the others instead of stopping at it.
+        """
         length = self._manifest.length
         for start in range(0, length, _WINDOW):
             stop = min(start + _WINDOW, length)
@@ -161,7 +166,11 @@ class MongoReader(StoreReader):
             # empty is reported as missing by the caller.
             samples = [document for document in documents if _is_index(document["_id"], start, stop)]
             for document in sorted(samples, key=lambda document: document["_id"]):
-                yield document["_id"], self._record_bytes(document)  # a gap is the caller's finding
+                try:
+                    data = self._record_bytes(document)
+                except CorruptRecordError:
+                    continue  # a gap is the caller's finding
+                yield document["_id"], data
 
     def _window(self, start: int, stop: int) -> list[dict[str, Any]]:
         cursor = self._samples().find({"_id": {"$gte": start, "$lt": stop}}, {"data": 1, "gridfs": 1})
