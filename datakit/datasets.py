@@ -154,9 +154,17 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         _logger.warning("skipping corrupt record %s in %s (%s); %d of max_errors=%d",
                         exc.key, self.spec.describe(), exc.reason, self.errors_skipped, self.max_errors)
 
-    def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
+    def _parse(self, position: int, data: bytes) -> tuple[str, Record]:
+        """The record's key and the record, checked against the store's label table."""
         key = record_key(position)
         record = decode_record(data, key)
+        if record.header.label != self.targets[position]:
+            raise CorruptRecordError(key, f"its label {record.header.label} disagrees with the store's "
+                                          f"label table ({self.targets[position]})")
+        return key, record
+
+    def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
+        key, record = self._parse(position, data)
         sample = self._decode(record, key)
         label: Any = record.header.label
         if self.transform is not None:
@@ -221,8 +229,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             labels[slot] = self._load(position, data, functools.partial(self._decode_into, out=images[slot]))
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
-        key = record_key(position)
-        record = decode_record(data, key)
+        key, record = self._parse(position, data)
         header = record.header
         pixels: np.ndarray
         try:

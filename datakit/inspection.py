@@ -141,7 +141,8 @@ def verify_records(reader: StoreReader) -> list[dict[str, str]]:
 
 def draw_preview(reader: StoreReader, path: str, count: int) -> None:
     """Write a grid of thumbnails, each captioned with its class and key."""
-    indices = _spread_over_classes(reader.labels(), count)
+    labels = reader.labels()  # validated against the classes when read
+    indices = _spread_over_classes(labels, count)
     if not indices:
         raise DatakitError(f"{reader.spec.describe()} holds no record to preview")
     columns = max(1, math.ceil(math.sqrt(len(indices))))
@@ -151,15 +152,17 @@ def draw_preview(reader: StoreReader, path: str, count: int) -> None:
     classes = reader.manifest.classes
     for slot, (index, data) in enumerate(zip(indices, reader.get_many(indices), strict=True)):
         key = record_key(index)
-        record = decode_record(data, key)
         x, y = (slot % columns) * _THUMB, (slot // columns) * (_THUMB + _CAPTION)
+        caption = f"bad #{index}"
         try:
+            record = decode_record(data, key)
+            caption = f"{classes[labels[index]]} #{index}"
             thumb = record_to_pil(record)
             thumb.thumbnail((_THUMB - 4, _THUMB - 4))
             sheet.paste(thumb, (x + (_THUMB - thumb.width) // 2, y + (_THUMB - thumb.height) // 2))
-        except Exception:  # a broken image still gets its slot, marked
+        except Exception:  # a broken record still gets its slot, marked; --verify says what is wrong
             draw.line((x, y, x + _THUMB, y + _THUMB), fill="red", width=3)
-        draw.text((x + 3, y + _THUMB), f"{classes[record.header.label]} #{index}"[:16], fill="black")
+        draw.text((x + 3, y + _THUMB), caption[:16], fill="black")
     sheet.save(path, format="PNG")
 
 

@@ -107,6 +107,8 @@ class Manifest:
             data = json.loads(bytes(raw).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise StoreError(f"{where}: the manifest is not valid JSON ({exc})") from None
+        except RecursionError:
+            raise StoreError(f"{where}: the manifest is nested too deeply to be a manifest") from None
         if not isinstance(data, dict):
             raise StoreError(f"{where}: the manifest is not a JSON object")
         version = data.get("format_version")

@@ -375,8 +375,8 @@ def test_lmdb_pickled_records_and_entries_execute_nothing(lmdb_copy, image_folde
     skipping.close()
     summary = datakit.inspect(lmdb_copy, verify=True)
     assert [bad["key"] for bad in summary["verify"]["bad"]] == [record_key(i) for i in range(GOOD)]
-    with pytest.raises(DatakitError, match=record_key(0)):
-        datakit.inspect(lmdb_copy, preview=tmp_path / "sheet.png")
+    sheet = datakit.inspect(lmdb_copy, preview=tmp_path / "sheet.png")["preview"]  # bad records: marked cells
+    assert Path(sheet).exists()
     result = CliRunner().invoke(cli, ["inspect", str(lmdb_copy), "--verify"])
     assert result.exit_code == 1 and "24 bad record(s)" in result.output
     for entry in (b"__manifest__", b"__labels__"):
@@ -477,16 +477,11 @@ def crafted_record(label: int) -> bytes:
     return encode_record(b"\xff\xd8", kind=PayloadKind.ENCODED, label=label, width=1, height=1, channels=3)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="known bug (datakit/inspection.py draw_preview): a record whose checksum holds "
-                          "but whose label is outside the classes indexes the class list")
 def test_preview_of_a_record_with_a_label_outside_the_classes(lmdb_copy, tmp_path):
     lmdb_write(lmdb_copy, {record_key(0).encode(): crafted_record(label=99)})
     outcome(lambda: datakit.inspect(lmdb_copy, preview=tmp_path / "sheet.png"), record_key(0))
 
 
-@pytest.mark.xfail(strict=True, reason="known bug (datakit/datasets.py _sample): the dataset returns the "
-                                       "record's own label without comparing it with the label table")
 def test_a_record_whose_label_disagrees_with_the_label_table_names_its_key(lmdb_copy):
     lmdb_write(lmdb_copy, {record_key(0).encode(): crafted_record(label=99)})
     dataset = datakit.LMDBDataset(lmdb_copy, output="bytes")
@@ -693,8 +688,8 @@ def test_mongo_pickled_documents_execute_nothing(mongo_store, image_folder, tmp_
     read_everything(mongo_store.dataset(output="pil"))
     summary = mongo_store.inspect(verify=True)
     assert [bad["key"] for bad in summary["verify"]["bad"]] == [record_key(i) for i in range(GOOD)]
-    with pytest.raises(DatakitError, match=record_key(0)):
-        mongo_store.inspect(preview=tmp_path / "sheet.png")
+    sheet = mongo_store.inspect(preview=tmp_path / "sheet.png")["preview"]  # bad records: marked cells
+    assert Path(sheet).exists()
     mongo_store.restore()
     for payload in payloads:
         for kind, name in (("manifest", "manifest"), ("labels", "labels")):

@@ -82,3 +82,8 @@ def test_fuzzed_manifests_raise_only_store_errors(data):
         raw = json.dumps(document).encode()
     with contextlib.suppress(StoreError):
         Manifest.from_json(raw, "store")
+
+
+def test_absurdly_nested_json_is_a_store_error():
+    with pytest.raises(StoreError, match="nested too deeply"):
+        Manifest.from_json(b"[" * 100_000 + b"]" * 100_000, "store")
