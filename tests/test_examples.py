@@ -31,3 +31,10 @@ def test_mongodb_quickstart(mongo_store_location):
     output = run_example("mongodb_quickstart.py", "--uri", mongo_store_location["uri"], "--collection",
                          mongo_store_location["collection"], "--images", "90")
     assert "converted 90 images" in output and "verify ok" in output and "read one epoch: 90" in output
+
+
+@pytest.mark.integration
+def test_resume_training_ends_with_identical_weights(tmp_path):
+    output = run_example("resume_training.py", "--root", str(tmp_path))
+    assert "killed at step 23" in output and "resumed at step 20" in output
+    assert output.rstrip().endswith("identical")
