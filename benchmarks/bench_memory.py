@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -25,6 +26,9 @@ from datakit.manifest import Manifest, Stats
 from datakit.records import PayloadKind, encode_record
 from datakit.stores.base import ConversionSettings, PendingRecord
 from datakit.stores.lmdb import LMDBSpec
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _procfs import child_pids, unique_mb
 
 CLASSES = [f"class{i}" for i in range(10)]
 
@@ -48,29 +52,6 @@ def build_store(path: str, records: int) -> None:
             writer.commit(batch, stats)
         writer.finish(Manifest(classes=CLASSES, payload_kind="raw", stats=stats, skipped=0,
                                source="synthetic"), labels)
-
-
-def unique_mb(pid: int) -> float:
-    private = 0
-    with open(f"/proc/{pid}/smaps_rollup") as handle:
-        for line in handle:
-            if line.startswith(("Private_Clean:", "Private_Dirty:")):
-                private += int(line.split()[1])
-    return private / 1024
-
-
-def child_pids() -> list[int]:
-    me = str(os.getpid())
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    if handle.read().rsplit(")", 1)[1].split()[1] == me:
-                        pids.append(int(entry))
-            except OSError:
-                continue
-    return sorted(pids)
 
 
 def measure(loader_class: type, dataset: datakit.LMDBDataset, batch_size: int) -> dict[str, object]:

@@ -34,6 +34,8 @@ import torch.utils.data as tud
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _procfs import child_pids, cpu_seconds
+
 import datakit
 from datakit.images import record_to_array
 from datakit.manifest import record_key
@@ -77,37 +79,18 @@ def write_pickle_recipe(dataset: datakit.LMDBDataset, path: str) -> None:
         txn.put(b"__len__", pickle.dumps(len(dataset)))
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children() -> list[int]:
-    me, found = str(os.getpid()), []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    if handle.read().rsplit(")", 1)[1].split()[1] == me:
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
 def loader_run(loader_class: type, dataset: Any, epochs: int = 2) -> tuple[float, float]:
     """(samples/s, CPU µs/sample) over ``epochs`` epochs after a warm-up epoch."""
     loader = loader_class(dataset, batch_size=BATCH, shuffle=True, num_workers=WORKERS,
                           persistent_workers=True, generator=torch.Generator().manual_seed(0))
     for _ in loader:
         pass
-    workers = _children()
-    cpu_before = sum(_cpu_seconds(pid) for pid in workers) + time.process_time()
+    workers = child_pids()
+    cpu_before = sum(cpu_seconds(pid) for pid in workers) + time.process_time()
     started = time.perf_counter()
     samples = sum(len(labels) for _ in range(epochs) for _, labels in loader)
     wall = time.perf_counter() - started
-    cpu = sum(_cpu_seconds(pid) for pid in workers) + time.process_time() - cpu_before
+    cpu = sum(cpu_seconds(pid) for pid in workers) + time.process_time() - cpu_before
     del loader
     return samples / wall, cpu / samples * 1e6
 
