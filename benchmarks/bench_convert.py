@@ -29,7 +29,7 @@ from datakit.synthetic import make_image_folder
 def contenders(workers: int) -> dict[str, Callable[[str, str], object]]:
     runs: dict[str, Callable[[str, str], object]] = {
         "pickle recipe (1 process, no checks)": lambda src, dest: folder_to_lmdb(src, dest),
-        "datakit --no-verify -j 1": lambda src, dest: datakit.convert(src, dest, verify=False, workers=1),
+        "datakit --no-verify": lambda src, dest: datakit.convert(src, dest, verify=False),
         "datakit --verify -j 1": lambda src, dest: datakit.convert(src, dest, workers=1),
     }
     if workers > 1:

@@ -142,7 +142,10 @@ def convert(
         dest: a filesystem path (LMDB) or a ``mongodb://`` URI.
         collection: the MongoDB collection (default: the name of ``src``).
         database: the MongoDB database, when the URI names none.
-        workers: reader processes (default: the CPU count); 1 reads in-process.
+        workers: reader processes; 1 reads in-process. By default the CPU
+            count when images are decoded (``verify`` or ``format="raw"``),
+            else 1: reading a file and its header is cheaper than sending
+            its bytes between processes.
         verify: decode every image fully, not only its header.
         format: ``"encoded"`` keeps each file's bytes untouched; ``"raw"``
             stores decoded RGB pixels, which cost more space and no decoding.
@@ -197,7 +200,8 @@ def convert(
         pending = [entry for entry in folder.entries if entry.path not in done]
         report.resumed_from = state.stats.length
         read_options = _ReadOptions(folder.root, kind, verify, max_pixels)
-        outcomes = _read_images(pending, read_options, workers or os.cpu_count() or 1)
+        decodes = verify or kind is PayloadKind.RAW
+        outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
             outcomes = _reporting(outcomes, progress, len(pending))
         labels = list(state.labels)
@@ -274,7 +278,7 @@ def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
     with context.Pool(workers, initializer=_init_reader, initargs=(options,)) as pool:
         # A bounded window of chunks in flight keeps memory flat on huge folders.
         window = deque(pool.apply_async(_read_chunk_in_worker, (chunk,))
-                       for chunk in islice(chunks, 4 * workers))
+                       for chunk in islice(chunks, 16 * workers))
         while window:
             outcomes = window.popleft().get()
             for chunk in islice(chunks, 1):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from datakit.headers import sniff_header
+from datakit.headers import ImageHeader, sniff_header
 
 try:  # a libjpeg-turbo binding twice as fast as Pillow's JPEG decoder (a dependency)
     import simplejpeg as _simplejpeg
@@ -83,11 +83,16 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         raise BadImage(f"unreadable: {exc.strerror or exc}") from None
     if not data:
         raise BadImage("empty file (0 bytes)")
-    if kind is PayloadKind.ENCODED and not verify:
-        header = sniff_header(data)
-        if header is not None:
-            image_format, width, height, channels = header
-            _check_pixels(width, height, max_pixels)
+    header = sniff_header(data)
+    if header is not None:
+        image_format, width, height, channels = header
+        _check_pixels(width, height, max_pixels)
+        if kind is PayloadKind.ENCODED and not verify:
+            return SourceImage(data, kind, width, height, channels, image_format)
+        pixels = _decode_colour_jpeg(data, header)  # a full decode: the fast way to verify
+        if pixels is not None:
+            if kind is PayloadKind.RAW:
+                return SourceImage(pixels.tobytes(), kind, width, height, 3, image_format)
             return SourceImage(data, kind, width, height, channels, image_format)
     try:
         with warnings.catch_warnings():
@@ -143,7 +148,8 @@ def record_to_array(record: Record) -> np.ndarray:
         flat = np.frombuffer(record.payload, dtype=np.uint8)
         copy: np.ndarray = flat.reshape(header.height, header.width, header.channels).copy()
         return copy
-    pixels = _decode_colour_jpeg(record.payload)
+    data = bytes(record.payload)
+    pixels = _decode_colour_jpeg(data, sniff_header(data))
     if pixels is not None:
         return pixels
     with Image.open(io.BytesIO(record.payload)) as image:
@@ -153,19 +159,18 @@ def record_to_array(record: Record) -> np.ndarray:
         return np.array(image.convert("RGB"))
 
 
-def _decode_colour_jpeg(payload: memoryview) -> np.ndarray | None:
+def _decode_colour_jpeg(data: bytes, header: ImageHeader | None) -> np.ndarray | None:
     """A colour JPEG decoded by libjpeg-turbo through simplejpeg, else None.
 
     simplejpeg calls the same libjpeg-turbo as Pillow with the same settings
     (accurate integer IDCT, fancy upsampling), so the pixels are Pillow's, at
     about twice the speed. Only three-component JPEGs take this path: for
     greyscale and CMYK files Pillow's own colour conversion is the reference,
-    and any file simplejpeg rejects goes to Pillow, which names the problem.
+    and any file simplejpeg rejects goes to Pillow, which names the problem
+    (or, for the few oddities libjpeg only warns about, accepts it).
     """
     if _simplejpeg is None:
         return None
-    data = bytes(payload)
-    header = sniff_header(data)
     if header is None or header[0] != "JPEG" or header[3] != 3:
         return None
     try:

@@ -20,7 +20,8 @@ _SHOWN_SKIPS = 50
 @click.argument("dest")
 @store_options
 @click.option("--workers", "-j", type=click.IntRange(min=1), default=None,
-              help="Processes that read and verify images (default: the CPU count).")
+              help="Processes that read and verify images (default: the CPU count, "
+                   "or 1 with --no-verify --format encoded).")
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Decode every image fully, not only its header.")
 @click.option("--format", "payload_format", type=click.Choice(["encoded", "raw"]), default="encoded",

@@ -336,6 +336,7 @@ class LMDBWriter(StoreWriter):
                 txn.put(_SOURCE_PREFIX + key, _encode_source(record.label, record.source))
             txn.put(_PROGRESS, _progress_json(settings, stats))
 
+        self._reserve(sum(len(record.data) for record in records))
         self._write(put_all)
 
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
@@ -373,6 +374,22 @@ class LMDBWriter(StoreWriter):
         if self._env is None:
             raise StoreError(f"{self.spec.path}: the writer is not open")  # a pipeline bug, kept typed
         return self._env
+
+    def _reserve(self, incoming: int) -> None:
+        """Grow the map ahead of a commit that would not fit.
+
+        Growing after ``MDB_MAP_FULL`` also works (:meth:`_write` does), but
+        only by writing the whole batch a second time.
+        """
+        env = self._require_env()
+        info = env.info()
+        used = (info["last_pgno"] + 1) * env.stat()["psize"]
+        needed = used + incoming * 3 // 2 + (1 << 20)  # values fill whole pages; B-tree pages on top
+        size = info["map_size"]
+        while size < needed:
+            size *= 2
+        if size != info["map_size"]:
+            env.set_mapsize(size)
 
     def _write(self, body: Callable[[lmdb.Transaction], Any]) -> None:
         """Run ``body`` in one write transaction, doubling the map until it fits."""
