@@ -3,7 +3,7 @@
 The pipeline is a chain of small stages::
 
     scan_folder ─► drop what a resumed store already holds
-                ─► read_images   (a process pool reads, verifies, encodes records)
+                ─► read_images   (worker processes read, verify and encode records)
                 ─► number        (assigns consecutive indices, collects skipped files)
                 ─► commit        (batches go to the backend's writer, durably)
                 ─► finish        (labels + manifest, the store becomes complete)
@@ -16,14 +16,11 @@ completes with every image exactly once.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import islice
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -268,39 +265,46 @@ def _check_resumable(stored: ConversionSettings, wanted: ConversionSettings, whe
 
 def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
                  workers: int) -> Iterator[_ReadOutcome]:
-    """Read and encode ``entries`` in order, with up to ``workers`` processes."""
-    chunks = (list(entries[start:start + _CHUNK]) for start in range(0, len(entries), _CHUNK))
+    """Read and encode ``entries`` in order, with up to ``workers`` processes.
+
+    The processes are datakit's own loader workers: each has private pipes the
+    main thread reads directly (no helper thread competing with the writes for
+    the GIL), a bounded number of chunks in flight, and failure reporting.
+    """
+    reader = _SourceReader(entries, options)
     if workers == 1 or len(entries) <= _CHUNK:
-        for chunk in chunks:
-            yield from _read_chunk(chunk, options)
+        for start in range(0, len(entries), _CHUNK):
+            yield from reader.__getitems__(list(range(start, min(len(entries), start + _CHUNK))))
         return
-    context = multiprocessing.get_context()
-    with context.Pool(workers, initializer=_init_reader, initargs=(options,)) as pool:
-        # A bounded window of chunks in flight keeps memory flat on huge folders.
-        window = deque(pool.apply_async(_read_chunk_in_worker, (chunk,))
-                       for chunk in islice(chunks, 16 * workers))
-        while window:
-            outcomes = window.popleft().get()
-            for chunk in islice(chunks, 1):
-                window.append(pool.apply_async(_read_chunk_in_worker, (chunk,)))
-            yield from outcomes
+    from datakit.loader.dataloader import DataLoader
+
+    # `reader` is a map-style dataset by protocol; subclassing torch's Dataset
+    # would import torch whenever the CLI starts, decoding or not.
+    loader = DataLoader(cast(Any, reader), batch_size=_CHUNK, num_workers=workers, collate_fn=_as_list,
+                        prefetch_factor=8)
+    for outcomes in loader:
+        yield from outcomes
 
 
-_worker_options: _ReadOptions | None = None
+def _as_list(outcomes: list[_ReadOutcome]) -> list[_ReadOutcome]:
+    return outcomes
 
 
-def _init_reader(options: _ReadOptions) -> None:
-    global _worker_options
-    _worker_options = options
+class _SourceReader:
+    """The source files as a map-style dataset of read outcomes, for the loader's workers."""
 
+    def __init__(self, entries: Sequence[SourceEntry], options: _ReadOptions) -> None:
+        self.entries = entries
+        self.options = options
 
-def _read_chunk_in_worker(chunk: list[SourceEntry]) -> list[_ReadOutcome]:
-    assert _worker_options is not None, "reader process started without options"
-    return _read_chunk(chunk, _worker_options)
+    def __len__(self) -> int:
+        return len(self.entries)
 
+    def __getitem__(self, index: int) -> _ReadOutcome:
+        return _read_one(self.entries[index], self.options)
 
-def _read_chunk(chunk: Iterable[SourceEntry], options: _ReadOptions) -> list[_ReadOutcome]:
-    return [_read_one(entry, options) for entry in chunk]
+    def __getitems__(self, indices: list[int]) -> list[_ReadOutcome]:
+        return [_read_one(self.entries[index], self.options) for index in indices]
 
 
 def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
