@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["default_collate", "default_convert"]
+__all__ = ["default_collate", "default_convert", "rebuild_mapping"]
 
 # numpy dtype kinds that hold strings or Python objects: not convertible to tensors.
 _STR_OR_OBJECT_DTYPE = re.compile("[SaUO]")
@@ -47,7 +47,7 @@ def _map_structure(data: Any, convert: Callable[[Any], Any]) -> Any:
     """
     if isinstance(data, collections.abc.Mapping):
         converted = {key: convert(data[key]) for key in data}
-        return _rebuild_mapping(data, converted)
+        return rebuild_mapping(data, converted)
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(convert(item) for item in data))
     if isinstance(data, tuple):
@@ -57,7 +57,12 @@ def _map_structure(data: Any, convert: Callable[[Any], Any]) -> Any:
     return data
 
 
-def _rebuild_mapping(template: collections.abc.Mapping[Any, Any], values: dict[Any, Any]) -> Any:
+def rebuild_mapping(template: collections.abc.Mapping[Any, Any], values: dict[Any, Any]) -> Any:
+    """A mapping of ``template``'s type holding ``values`` (a plain dict if the type will not take them).
+
+    Shared with :func:`datakit.loader.pinning.map_tensors`, which rebuilds
+    batches the same way.
+    """
     try:
         if isinstance(template, collections.abc.MutableMapping):
             clone = copy.copy(template)
@@ -187,7 +192,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
         return batch
     if isinstance(first, collections.abc.Mapping):
         columns = {key: default_collate([sample[key] for sample in batch]) for key in first}
-        return _rebuild_mapping(first, columns)
+        return rebuild_mapping(first, columns)
     if isinstance(first, tuple) and hasattr(first, "_fields"):
         return type(first)(*(default_collate(column) for column in zip(*batch, strict=False)))
     if isinstance(first, collections.abc.Sequence):

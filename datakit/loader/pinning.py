@@ -10,7 +10,6 @@ died", travel to the main thread as values.
 from __future__ import annotations
 
 import collections.abc
-import copy
 import queue
 import threading
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any
 
 import torch
 
+from datakit.loader.collate import rebuild_mapping
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.protocol import Exhausted, Result, ThreadFailed
 
@@ -35,16 +35,7 @@ def map_tensors(data: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(data, (str, bytes)):
         return data
     if isinstance(data, collections.abc.Mapping):
-        values = {key: map_tensors(value, fn) for key, value in data.items()}
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update(values)
-                return clone
-            rebuild: Any = type(data)
-            return rebuild(values)
-        except TypeError:
-            return values
+        return rebuild_mapping(data, {key: map_tensors(value, fn) for key, value in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(map_tensors(item, fn) for item in data))
     if isinstance(data, tuple):
