@@ -30,14 +30,14 @@ print("finished", flush=True)
 
 def kill_conversion_at(src: Path, dest: Path, stop_at: int, workers: int) -> None:
     """Run a conversion in a real process and SIGKILL it after ``stop_at`` images."""
-    process = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", PAUSING_CONVERSION, str(src), str(dest), str(stop_at), str(workers)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "paused"
-        process.send_signal(signal.SIGKILL)
-        assert process.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        process.kill()
-        process.wait()
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as process:  # closes the pipes and reaps the process, whatever happens
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "paused"
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            process.kill()

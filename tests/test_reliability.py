@@ -31,20 +31,19 @@ def convert_until_killed(src, dest, after: int) -> bool:
     arbitrary point: between records, inside a commit, during start-up.
     Returns whether it was killed (False when it finished first).
     """
-    process = subprocess.Popen([sys.executable, "-c", REPORTING_CONVERSION, str(src), str(dest)],
-                               stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    try:
-        for line in process.stdout:
-            if line.strip() == "finished":
-                break
-            if int(line) >= after:
-                process.send_signal(signal.SIGKILL)
-                break
-        return process.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        process.kill()
-        process.wait()
+    with subprocess.Popen([sys.executable, "-c", REPORTING_CONVERSION, str(src), str(dest)],
+                          stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                if line.strip() == "finished":
+                    break
+                if int(line) >= after:
+                    process.send_signal(signal.SIGKILL)
+                    break
+            return process.wait(timeout=60) == -signal.SIGKILL
+        finally:
+            process.kill()
 
 
 @pytest.mark.integration
