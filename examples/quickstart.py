@@ -2,7 +2,7 @@
 
 Generates a small image folder (``demo-data/images``), converts it to an LMDB
 store (``demo-data/images.lmdb``), prints the store's summary and verifies
-it, then reads one epoch through a DataLoader and prints samples/s.
+it, then reads one epoch through ``datakit.DataLoader`` and prints samples/s.
 
     bash scripts/demo.sh            # sets up .venv, then runs this
     python examples/quickstart.py --images 5000 --workers 2
@@ -14,8 +14,6 @@ import argparse
 import os
 import shutil
 import time
-
-from torch.utils.data import DataLoader
 
 import datakit
 from datakit.cli._output import human_bytes
@@ -46,8 +44,8 @@ def main() -> None:
           f"verify {'ok' if summary['verify']['ok'] else 'FAILED'}, preview at {summary['preview']}")
 
     dataset = datakit.LMDBDataset(store, output="tensor")
-    loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                        persistent_workers=args.workers > 0)
+    loader = datakit.DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
+                                persistent_workers=args.workers > 0)
     started = time.perf_counter()
     seen = sum(len(labels) for _, labels in loader)
     elapsed = time.perf_counter() - started
