@@ -214,7 +214,7 @@ class CpuBackend:
 
     def pin(self, tensor: torch.Tensor) -> torch.Tensor:
         self.log("pin", tuple(tensor.shape))
-        return tensor
+        return tensor.clone()  # as CUDA's for memory that is not pinned: a copy, never an alias
 
     def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         self.log("to_device", self.current_stream().name, tuple(tensor.shape))

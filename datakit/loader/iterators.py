@@ -29,7 +29,7 @@ from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import map_tensors, pin_loop
 from datakit.loader.pool import WorkerPool
 from datakit.loader.protocol import Exhausted, Resume, ThreadFailed
-from datakit.loader.slots import BatchSlots, SlotFetcher, SlotTask, batch_sample_shape
+from datakit.loader.slots import BatchInSlot, BatchSlots, SlotFetcher, SlotTask, batch_sample_shape
 from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
 from datakit.loader.worker import WorkerConfig
 
@@ -199,6 +199,22 @@ def _receive_settled(pool: WorkerPool, slots: BatchSlots | None, wait: float) ->
     return worker_id, (task_id, slots.settle(task_id, payload))
 
 
+def _pin_result(slots: BatchSlots | None, pin: Callable[[Any], Any], task_id: int, payload: Any) -> Any:
+    """A worker's result as the pin thread delivers it: a batch pinned, anything else as it is.
+
+    A batch that came through a slot is pinned straight out of it: one copy
+    into page-locked memory, not a private copy and then a pinned one.
+    """
+    if slots is not None:
+        in_slot = isinstance(payload, BatchInSlot)
+        payload = slots.settle(task_id, payload, take=pin)
+        if in_slot:
+            return payload
+    if isinstance(payload, (WorkerFailure, Exhausted)):
+        return payload
+    return pin(payload)
+
+
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
@@ -236,9 +252,9 @@ class MultiProcessIterator(_BaseIterator):
             thread = threading.Thread(
                 target=pin_loop,
                 args=(
-                    # not a bound method: the thread must not keep the iterator alive
-                    functools.partial(_receive_settled, self._pool, self._slots),
-                    pin,
+                    # nothing bound to the iterator: the thread must not keep it alive
+                    self._pool.receive,
+                    functools.partial(_pin_result, self._slots, pin),
                     self._results,
                     self._resources.done,
                     _POLL_SECONDS,

@@ -19,7 +19,7 @@ import torch
 
 from datakit.loader.collate import rebuild_mapping
 from datakit.loader.failure import WorkerFailure
-from datakit.loader.protocol import Exhausted, Result, ThreadFailed
+from datakit.loader.protocol import Result, ThreadFailed
 
 __all__ = ["map_tensors", "iter_tensors", "pin_loop"]
 
@@ -64,7 +64,7 @@ def iter_tensors(data: Any) -> list[torch.Tensor]:
 
 def pin_loop(
     receive: Callable[[float], tuple[int, Result] | None],
-    pin: Callable[[Any], Any],
+    pin: Callable[[int, Any], Any],
     out: queue.Queue[Any],
     done: threading.Event,
     poll_interval: float,
@@ -74,7 +74,9 @@ def pin_loop(
 
     Args:
         receive: The pool's receive: ``timeout -> (worker_id, (task_id, payload)) | None``.
-        pin: Pins one batch (returns what the main thread should get).
+        pin: ``(task_id, payload) -> what the main thread gets``: the batch
+            pinned; failures and end markers as they are. Called for every
+            result, so that it can also release what the result held.
         out: Queue to the main thread; gets ``(worker_id, task_id, payload)``
             or a :class:`~datakit.loader.protocol.ThreadFailed`.
         done: Set by the main thread to stop this loop.
@@ -95,11 +97,10 @@ def pin_loop(
         if received is None:
             continue
         worker_id, (task_id, payload) = received
-        if not isinstance(payload, (WorkerFailure, Exhausted)):
-            try:
-                payload = pin(payload)
-            except Exception:
-                payload = WorkerFailure.capture("the DataLoader pin memory thread")
+        try:
+            payload = pin(task_id, payload)
+        except Exception:
+            payload = WorkerFailure.capture("the DataLoader pin memory thread")
         if not _put(out, (worker_id, task_id, payload), done, poll_interval):
             return
 

@@ -12,8 +12,9 @@ see :meth:`datakit.StoreDataset.batch_sample_shape`), the loader instead
 allocates a fixed set of batch-sized *slots* in shared memory once, tells a
 worker which slot to fill with each task, and receives only
 ``BatchInSlot(slot, count)``. The main process copies the batch out of the
-slot (one memcpy) and frees the slot for the next task. The result is the
-batch ``default_collate`` would have built: ``[images, labels]``.
+slot (one memcpy; with ``pin_memory`` or ``device``, straight into pinned
+memory) and frees the slot for the next task. The result is the batch
+``default_collate`` would have built: ``[images, labels]``.
 
 A slot is reserved when its task is sent and freed when that task's answer
 arrives, whatever the answer (a batch, a failure, or a stale result after an
@@ -24,6 +25,7 @@ the transport never waits for itself.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,8 +119,19 @@ class BatchSlots:
             self._held[task_id] = slot
             return slot
 
-    def settle(self, task_id: int, payload: Any) -> Any:
-        """Frees ``task_id``'s slot; a :class:`BatchInSlot` becomes its batch, copied out."""
+    def settle(self, task_id: int, payload: Any,
+               take: Callable[[list[torch.Tensor]], Any] | None = None) -> Any:
+        """Frees ``task_id``'s slot; a :class:`BatchInSlot` becomes its batch, copied out.
+
+        Args:
+            task_id: The task the payload answers.
+            payload: The worker's answer.
+            take: Makes the delivered batch from ``[images, labels]`` views of
+                the slot; it must copy them, since the slot is reused as soon
+                as it returns. By default a plain private copy; the pin thread
+                passes its pinning function, so a batch is copied once, from
+                the slot straight into page-locked memory.
+        """
         with self._lock:
             slot = self._held.pop(task_id, None)
         if slot is None:
@@ -126,8 +139,8 @@ class BatchSlots:
         try:
             if isinstance(payload, BatchInSlot):
                 assert payload.slot == slot, f"task {task_id} answered in slot {payload.slot}, not {slot}"
-                payload = [_copy_out(self.buffers.images[slot, :payload.count]),
-                           _copy_out(self.buffers.labels[slot, :payload.count])]
+                views = [self.buffers.images[slot, :payload.count], self.buffers.labels[slot, :payload.count]]
+                payload = take(views) if take is not None else [_copy_out(view) for view in views]
         finally:
             with self._lock:
                 self._free.append(slot)

@@ -245,7 +245,8 @@ def test_out_of_order_delivers_the_same_batches():
     assert_same(sorted(expected, key=key), sorted(actual, key=key))
 
 
-def test_pin_memory_without_accelerator():
+def test_pin_memory_without_accelerator(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # also where there is one
     make = lambda: {"batch_size": 4, "num_workers": 2, "pin_memory": True}  # noqa: E731
     with pytest.warns(UserWarning, match="no accelerator"):
         compare_with_torch(RangeDataset(10), make)

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 
 import datakit
 from datakit.errors import CorruptRecordError
+from datakit.loader.device import CpuBackend
 from datakit.loader.slots import BatchInSlot, BatchSlots, batch_sample_shape
 from datakit.manifest import record_key
 from datakit.synthetic import make_image_folder
@@ -109,6 +110,39 @@ def test_corrupt_record_in_a_worker_keeps_its_type_and_key(raw_store, tmp_path):
     skipping = datakit.LMDBDataset(store, output="tensor", on_error="skip")
     batches_read = list(datakit.DataLoader(skipping, batch_size=4, num_workers=2))
     assert sum(len(labels) for _, labels in batches_read) == len(dataset)
+
+
+class SlotWitness(CpuBackend):
+    """The CPU stand-in, noting whether each tensor it pins lives in shared memory (a slot)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pinned_from_shared_memory: list[bool] = []
+
+    def pin(self, tensor):
+        self.pinned_from_shared_memory.append(tensor.is_shared())
+        return super().pin(tensor)
+
+
+@pytest.mark.integration
+def test_pinned_straight_out_of_the_slot(raw_store):
+    dataset = datakit.LMDBDataset(raw_store, output="tensor")
+    options = dict(batch_size=8, shuffle=True, num_workers=2, prefetch_factor=1)
+    loader = datakit.DataLoader(dataset, generator=torch.Generator().manual_seed(7), **options)
+    witness = SlotWitness()
+    loader._pin_backend = witness  # pins on the CPU, as CUDA's would: a copy of memory that is not pinned
+    ours = list(loader)  # all held to the end, while the slots are reused: none may alias one
+    assert_same([ours], batches(TorchDataLoader, dataset, **options))
+    assert witness.pinned_from_shared_memory == [True] * (2 * len(ours))  # no private copy first
+
+
+@pytest.mark.integration
+def test_staged_batches_equal_torchs(raw_store):
+    dataset = datakit.LMDBDataset(raw_store, output="tensor")
+    options = dict(batch_size=8, shuffle=True, num_workers=2, prefetch_factor=1)
+    loader = datakit.DataLoader(dataset, generator=torch.Generator().manual_seed(7), **options)
+    loader._device_backend = CpuBackend()  # the stand-in even where CUDA exists: the logic is what is tested
+    assert_same([list(loader)], batches(TorchDataLoader, dataset, **options))
 
 
 def test_not_used_when_the_result_could_differ(raw_store):
