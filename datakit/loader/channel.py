@@ -1,4 +1,4 @@
-"""Sending on a pipe without waiting blind.
+"""Sending on a pipe without waiting blind, and receiving without extra copies.
 
 A write to a full pipe blocks until the reader drains it. :func:`send` first
 waits, in slices of ``poll_interval``, until the pipe has room, and between
@@ -7,17 +7,27 @@ Messages on the loader's pipes are small (batches travel in shared memory),
 so once there is room the write completes at once; a larger one completes as
 the reader drains it, or fails with ``BrokenPipeError`` when the reader closes
 its end.
+
+:func:`receive` reads what ``Connection.send_bytes`` framed (a 4-byte size,
+or -1 and an 8-byte size, then the bytes) straight into one buffer of the
+right size. ``Connection.recv`` gathers the bytes through an ``io.BytesIO``
+and copies them out again, which for the conversion's records of a few
+dozen kilobytes costs about three times the time of this (28 against 10 µs
+of the main process per 28 KB record, measured on this project's 2-core
+machine).
 """
 
 from __future__ import annotations
 
+import os
 import select
+import struct
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-__all__ = ["PeerGoneError", "send", "try_send"]
+__all__ = ["PeerGoneError", "send", "try_send", "receive"]
 
 
 class PeerGoneError(ConnectionError):
@@ -71,3 +81,31 @@ def try_send(connection: Connection, message: Any) -> bool:
     except (OSError, ValueError):  # closed, or the reader is gone
         pass
     return False
+
+
+def receive(connection: Connection) -> Any:
+    """Reads and unpickles one message sent with ``send_bytes`` (as :func:`send` does).
+
+    Blocks until the whole message is there; call it when the pipe is readable.
+
+    Raises:
+        EOFError: The writer closed its end (before or inside a message).
+        OSError: Reading failed.
+    """
+    fd = connection.fileno()
+    (size,) = struct.unpack("!i", _read_exactly(fd, 4))
+    if size == -1:  # the framing of messages over 2 GiB
+        (size,) = struct.unpack("!Q", _read_exactly(fd, 8))
+    return ForkingPickler.loads(_read_exactly(fd, size))
+
+
+def _read_exactly(fd: int, size: int) -> bytearray:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    done = 0
+    while done < size:
+        count = os.readv(fd, [view[done:]])
+        if count == 0:
+            raise EOFError(f"the pipe closed {done} bytes into a {size}-byte read")
+        done += count
+    return buffer

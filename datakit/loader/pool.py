@@ -155,7 +155,7 @@ class WorkerPool:
             self._turn = (worker_id + 1) % self.num_workers
             reader = self._result_readers[worker_id]
             try:
-                return worker_id, reader.recv()
+                return worker_id, channel.receive(reader)
             except (EOFError, OSError) as error:
                 reader.close()
                 if worker_id in self._retired:

@@ -363,7 +363,7 @@ class LMDBWriter(StoreWriter):
             size = os.path.getsize(data_file) if os.path.exists(data_file) else 0
             try:
                 self._env = lmdb.open(self.spec.path, map_size=max(_INITIAL_MAP_SIZE, 2 * size),
-                                      max_dbs=0, readahead=False)
+                                      max_dbs=0, readahead=False, meminit=False)
             except lmdb.Error as exc:
                 raise StoreError(
                     f"{self.spec.path}: cannot open the LMDB environment for writing ({exc})"

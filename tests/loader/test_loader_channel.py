@@ -1,4 +1,5 @@
-"""channel.send waits for room in the pipe and gives up when the reader is gone."""
+"""channel.send waits for room in the pipe and gives up when the reader is gone;
+channel.receive reads what it framed."""
 
 from __future__ import annotations
 
@@ -62,3 +63,39 @@ def test_try_send_never_waits():
     assert not channel.try_send(writer, "nobody")
     writer.close()
     assert not channel.try_send(writer, "closed")
+
+
+def _send_from_a_child(messages) -> tuple[multiprocessing.connection.Connection, multiprocessing.Process]:
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    process = multiprocessing.get_context("fork").Process(target=_send_all, args=(writer, messages))
+    process.start()
+    writer.close()
+    return reader, process
+
+
+def _send_all(writer, messages) -> None:
+    for message in messages:
+        channel.send(writer, message, peer_alive=lambda: True)
+    writer.close()
+
+
+def test_receive_reads_what_send_wrote_small_and_larger_than_the_pipe():
+    big = os.urandom(3 << 20)  # several times the pipe's buffer: arrives in many reads
+    messages = [(0, "small"), (1, [big, b"", big[:100]]), (2, {"nested": (big[:70_000], 7)})]
+    reader, process = _send_from_a_child(messages)
+    try:
+        assert [channel.receive(reader) for _ in messages] == messages
+        with pytest.raises(EOFError):  # the writer has closed: no further message
+            channel.receive(reader)
+    finally:
+        process.join()
+        reader.close()
+
+
+def test_receive_of_a_message_cut_short_raises_eof():
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    os.write(writer.fileno(), (1000).to_bytes(4, "big") + b"only part of it")
+    writer.close()
+    with pytest.raises(EOFError, match="15 bytes into a 1000-byte read"):
+        channel.receive(reader)
+    reader.close()
