@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import Dataset
 
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
-from datakit.images import record_to_array, record_to_pil
+from datakit.images import decode_jpeg_planes_into, record_to_array, record_to_pil
 from datakit.manifest import Manifest, record_key
 from datakit.records import PayloadKind, Record, decode_record
 from datakit.stores import resolve_store
@@ -235,6 +235,8 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         try:
             if header.kind is PayloadKind.RAW:
                 pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(header.shape)
+            elif decode_jpeg_planes_into(bytes(record.payload), out):
+                return header.label
             else:
                 pixels = record_to_array(record)
         except Exception as exc:

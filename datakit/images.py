@@ -10,6 +10,7 @@ inflates to gigabytes is skipped rather than decoded.
 from __future__ import annotations
 
 import io
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ __all__ = [
     "read_source_image",
     "record_to_pil",
     "record_to_array",
+    "decode_jpeg_planes_into",
 ]
 
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -157,6 +159,50 @@ def record_to_array(record: Record) -> np.ndarray:
         if image.mode == "RGB":
             return np.array(image)  # one copy: skips convert()'s
         return np.array(image.convert("RGB"))
+
+
+def decode_jpeg_planes_into(data: bytes, out: np.ndarray) -> bool:
+    """Decode a colour JPEG into ``out``, a ``(3, H, W)`` uint8 array, one plane per channel.
+
+    libjpeg-turbo writes interleaved pixels only, and numpy transposes
+    ``(H, W, 3)`` into ``(3, H, W)`` one byte at a time (55 µs for a 256x256
+    image here). Decoding to 4-byte RGBX pixels instead lets each plane be cut
+    out of the pixels, read as little-endian uint32, with one vectorised
+    shift-and-narrow (26 µs for the three). The pixels are the same: the
+    same decoder, the same colour conversion, only the output layout differs.
+
+    Returns:
+        False, with ``out`` untouched, when ``data`` is not a three-component
+        JPEG of ``out``'s size or the decoder refuses it: the caller then
+        decodes the general way, which names any problem.
+    """
+    if _simplejpeg is None or out.ndim != 3 or out.shape[0] != 3:
+        return False
+    header = sniff_header(data)
+    if header is None or header[0] != "JPEG" or header[3] != 3 or out.shape[1:] != (header[2], header[1]):
+        return False
+    rgbx = _rgbx_scratch(header[2], header[1])
+    try:
+        _simplejpeg.decode_jpeg(data, colorspace="RGBX", buffer=rgbx)
+    except ValueError:
+        return False
+    pixels = rgbx.view("<u4")[..., 0]  # R in the low byte, then G, B, X
+    np.copyto(out[0], pixels, casting="unsafe")  # narrowing keeps the low byte
+    np.right_shift(pixels, 8, out=out[1], casting="unsafe")
+    np.right_shift(pixels, 16, out=out[2], casting="unsafe")
+    return True
+
+
+_scratch = threading.local()
+
+
+def _rgbx_scratch(height: int, width: int) -> np.ndarray:
+    """A reused ``(height, width, 4)`` buffer, one per thread: a fresh one per image
+    would be page-faulted in every time."""
+    buffer: np.ndarray | None = getattr(_scratch, "rgbx", None)
+    if buffer is None or buffer.shape != (height, width, 4):
+        buffer = _scratch.rgbx = np.empty((height, width, 4), dtype=np.uint8)
+    return buffer
 
 
 def _decode_colour_jpeg(data: bytes, header: ImageHeader | None) -> np.ndarray | None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datakit.images import record_to_array, record_to_pil
+from datakit.images import decode_jpeg_planes_into, record_to_array, record_to_pil
 from datakit.records import PayloadKind, decode_record, encode_record
 
 
@@ -49,6 +49,43 @@ def test_decoded_pixels_are_pillows(mode, options):
     assert pixels.shape == expected.shape and pixels.flags.writeable
     assert np.array_equal(pixels, expected)
     assert np.array_equal(np.asarray(record_to_pil(record)), expected)
+
+
+def saved(image: Image.Image, **options) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, **{"format": "JPEG", **options})
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("size", [(67, 45), (1, 1), (33, 17), (256, 256)])
+@pytest.mark.parametrize("options", [{}, {"subsampling": 0, "quality": 95}, {"progressive": True}])
+def test_planes_are_pillows_pixels_channel_first(size, options):
+    data = saved(photo("RGB", size), **options)
+    with Image.open(io.BytesIO(data)) as reference:
+        expected = np.asarray(reference.convert("RGB")).transpose(2, 0, 1)
+    out = np.full((3, size[1], size[0]), 7, dtype=np.uint8)
+    assert decode_jpeg_planes_into(data, out)
+    assert np.array_equal(out, expected)
+    smaller = np.empty((3, 8, 8), dtype=np.uint8)
+    assert decode_jpeg_planes_into(saved(photo("RGB", (8, 8))), smaller)  # a reused scratch of another size
+    assert decode_jpeg_planes_into(data, out) and np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("case", ["greyscale", "cmyk", "png", "other size", "broken", "not channel-first"])
+def test_planes_decline_what_they_cannot_do_and_leave_out_untouched(case):
+    image = photo("RGB")
+    data = {
+        "greyscale": lambda: saved(photo("L")),
+        "cmyk": lambda: saved(photo("CMYK")),
+        "png": lambda: saved(image, format="PNG"),
+        "other size": lambda: saved(photo("RGB", (45, 67))),
+        "broken": lambda: saved(image)[:400],
+        "not channel-first": lambda: saved(image),
+    }[case]()
+    shape = (45, 67, 3) if case == "not channel-first" else (3, 45, 67)
+    out = np.full(shape, 7, dtype=np.uint8)
+    assert not decode_jpeg_planes_into(data, out)
+    assert bool((out == 7).all())
 
 
 def test_a_broken_jpeg_is_left_to_pillow_to_report():
