@@ -200,7 +200,8 @@ def test_device_without_cuda_warns_once_and_yields_cpu_tensors(monkeypatch):
         loader = datakit.DataLoader(RangeDataset(10), batch_size=4, num_workers=2, device="cuda")
         first = list(loader)
         second = list(loader)
-    assert len(warned) == 1
+    # pytest.warns records every warning, also those the suite ignores (Python 3.12's fork notice)
+    assert len([warning for warning in warned if warning.category is RuntimeWarning]) == 1
     assert (
         [batch.tolist() for batch in first]
         == [batch.tolist() for batch in second]
