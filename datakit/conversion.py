@@ -39,9 +39,13 @@ ProgressCallback = Callable[[int, int], None]
 
 _CHUNK = 16  # source files per task sent to a reader process
 # A commit is durable (an fsync), so commits are cut by whichever comes first:
-# a count, a size, or a time; a crash loses at most that much work.
+# a count, a size, or a time; a crash loses at most that much work. The size is
+# small because records wait in memory for their commit: memory a small commit
+# frees is reused by the next batch, while a large batch is faulted in fresh
+# (measured with 3,000 JPEGs: 2 readers went from 1.27x to 1.6x one reader,
+# --no-verify from 13,000 to 14,900 images/s, cutting at 8 instead of 64 MiB).
 _COMMIT_RECORDS = 8192
-_COMMIT_BYTES = 64 << 20
+_COMMIT_BYTES = 8 << 20
 _COMMIT_SECONDS = 2.0
 
 
@@ -153,7 +157,7 @@ def convert(
             was skipped.
         max_pixels: skip images with more pixels than this.
         progress: called as ``progress(done, total)`` while converting.
-        commit_every: records per commit (commits are also cut at 64 MiB and
+        commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
             cost more syncs.
 
