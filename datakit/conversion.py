@@ -27,7 +27,7 @@ import numpy as np
 from datakit.errors import ConversionError, DestinationExistsError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
 from datakit.manifest import Manifest, Stats
-from datakit.records import PayloadKind, encode_record
+from datakit.records import PayloadKind, seal_record
 from datakit.source import SourceEntry, scan_folder
 from datakit.stores import resolve_store
 from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter
@@ -112,7 +112,7 @@ class _ReadOptions:
 @dataclass(frozen=True)
 class _ReadOutcome:
     entry: SourceEntry
-    record: bytes | None = None
+    record: bytearray | None = None
     image_format: str = ""
     width: int = 0
     height: int = 0
@@ -318,8 +318,8 @@ def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
                                   max_pixels=options.max_pixels)
     except BadImage as exc:
         return _ReadOutcome(entry, error=str(exc))
-    record = encode_record(image.payload, kind=image.kind, label=entry.label, width=image.width,
-                           height=image.height, channels=image.channels)
+    record = seal_record(image.framed, kind=image.kind, label=entry.label, width=image.width,
+                         height=image.height, channels=image.channels)
     return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
                         len(image.payload))
 

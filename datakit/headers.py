@@ -25,16 +25,16 @@ _JPEG_STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}  # RSTn and TEM carry n
 _JPEG_BANDS = {1: 1, 3: 3, 4: 4}
 
 
-def sniff_header(data: bytes) -> ImageHeader | None:
+def sniff_header(data: bytes | bytearray | memoryview) -> ImageHeader | None:
     """The format, size and bands of a JPEG or PNG file, or ``None`` if unsure."""
-    if data.startswith(_PNG_SIGNATURE):
+    if data[:len(_PNG_SIGNATURE)] == _PNG_SIGNATURE:
         return _png(data)
-    if data.startswith(b"\xff\xd8"):
+    if data[:2] == b"\xff\xd8":
         return _jpeg(data)
     return None
 
 
-def _png(data: bytes) -> ImageHeader | None:
+def _png(data: bytes | bytearray | memoryview) -> ImageHeader | None:
     if len(data) < 33 or data[12:16] != b"IHDR":
         return None
     width, height, _depth, colour_type = struct.unpack_from(">IIBB", data, 16)
@@ -44,7 +44,7 @@ def _png(data: bytes) -> ImageHeader | None:
     return ("PNG", width, height, bands)
 
 
-def _jpeg(data: bytes) -> ImageHeader | None:
+def _jpeg(data: bytes | bytearray | memoryview) -> ImageHeader | None:
     position = 2
     end = len(data)
     while position + 4 <= end:

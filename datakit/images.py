@@ -10,6 +10,7 @@ inflates to gigabytes is skipped rather than decoded.
 from __future__ import annotations
 
 import io
+import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ try:  # a libjpeg-turbo binding twice as fast as Pillow's JPEG decoder (a depend
     import simplejpeg as _simplejpeg
 except ImportError:  # pragma: no cover - a platform without its wheels: Pillow decodes everything
     _simplejpeg = None
-from datakit.records import PayloadKind, Record
+from datakit.records import HEADER_SIZE, PayloadKind, Record
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -49,19 +50,27 @@ class SourceImage:
     """What conversion stores for one image.
 
     Attributes:
-        payload: the bytes to store (the file itself, or raw RGB pixels).
-        kind: which of the two ``payload`` is.
+        framed: the bytes to store (the file itself, or raw RGB pixels) after
+            :data:`~datakit.records.HEADER_SIZE` bytes of room, so that
+            :func:`~datakit.records.seal_record` makes them the record
+            without copying them again.
+        kind: which of the two the payload is.
         width, height, channels: the geometry; for ``ENCODED`` payloads,
             ``channels`` is the number of bands of the file's own mode.
         image_format: Pillow's name of the file format (``"JPEG"``, ``"PNG"``).
     """
 
-    payload: bytes
+    framed: bytearray
     kind: PayloadKind
     width: int
     height: int
     channels: int
     image_format: str
+
+    @property
+    def payload(self) -> memoryview:
+        """The bytes to store, without the room in front."""
+        return memoryview(self.framed)[HEADER_SIZE:]
 
 
 def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
@@ -78,11 +87,8 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         BadImage: the file is unreadable, empty, not an image, truncated,
             corrupt or too large.
     """
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise BadImage(f"unreadable: {exc.strerror or exc}") from None
+    framed = _read_framed(path)
+    data = memoryview(framed)[HEADER_SIZE:]
     if not data:
         raise BadImage("empty file (0 bytes)")
     header = sniff_header(data)
@@ -90,12 +96,12 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         image_format, width, height, channels = header
         _check_pixels(width, height, max_pixels)
         if kind is PayloadKind.ENCODED and not verify:
-            return SourceImage(data, kind, width, height, channels, image_format)
+            return SourceImage(framed, kind, width, height, channels, image_format)
         pixels = _decode_colour_jpeg(data, header)  # a full decode: the fast way to verify
         if pixels is not None:
             if kind is PayloadKind.RAW:
-                return SourceImage(pixels.tobytes(), kind, width, height, 3, image_format)
-            return SourceImage(data, kind, width, height, channels, image_format)
+                return SourceImage(_framed_pixels(pixels), kind, width, height, 3, image_format)
+            return SourceImage(framed, kind, width, height, channels, image_format)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -106,7 +112,7 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
                 channels = len(image.getbands())
                 if kind is PayloadKind.RAW:
                     pixels = np.asarray(image.convert("RGB"))
-                    return SourceImage(pixels.tobytes(), kind, width, height, 3, image_format)
+                    return SourceImage(_framed_pixels(pixels), kind, width, height, 3, image_format)
                 if verify:
                     image.load()
     except BadImage:
@@ -115,7 +121,34 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         raise BadImage(f"possible decompression bomb: {exc}") from None
     except Exception as exc:  # Pillow raises many types for hostile input
         raise BadImage(_describe(exc)) from None
-    return SourceImage(data, kind, width, height, channels, image_format)
+    return SourceImage(framed, kind, width, height, channels, image_format)
+
+
+def _framed_pixels(pixels: np.ndarray) -> bytearray:
+    """Decoded pixels copied once, after room for a record header."""
+    framed = bytearray(HEADER_SIZE + pixels.nbytes)
+    np.frombuffer(framed, dtype=np.uint8, offset=HEADER_SIZE).reshape(pixels.shape)[...] = pixels
+    return framed
+
+
+def _read_framed(path: str) -> bytearray:
+    """The file's bytes, read straight into place after room for a record header."""
+    try:
+        with open(path, "rb", buffering=0) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            framed = bytearray(HEADER_SIZE + size)
+            with memoryview(framed) as view:
+                filled = HEADER_SIZE
+                while filled < len(framed):
+                    count = handle.readinto(view[filled:])
+                    if not count:
+                        break
+                    filled += count
+            del framed[filled:]  # the file shrank while being read
+            framed += handle.read()  # or grew
+    except OSError as exc:
+        raise BadImage(f"unreadable: {exc.strerror or exc}") from None
+    return framed
 
 
 def _check_pixels(width: int, height: int, max_pixels: int) -> None:
@@ -205,7 +238,7 @@ def _rgbx_scratch(height: int, width: int) -> np.ndarray:
     return buffer
 
 
-def _decode_colour_jpeg(data: bytes, header: ImageHeader | None) -> np.ndarray | None:
+def _decode_colour_jpeg(data: bytes | memoryview, header: ImageHeader | None) -> np.ndarray | None:
     """A colour JPEG decoded by libjpeg-turbo through simplejpeg, else None.
 
     simplejpeg calls the same libjpeg-turbo as Pillow with the same settings

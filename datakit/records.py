@@ -24,6 +24,7 @@ __all__ = [
     "RecordHeader",
     "Record",
     "encode_record",
+    "seal_record",
     "decode_record",
     "check_format_version",
 ]
@@ -86,16 +87,42 @@ def encode_record(
     channels: int,
 ) -> bytes:
     """Lay out one record: header, then payload, with a CRC over both."""
-    if kind is PayloadKind.RAW and len(payload) != width * height * channels:
-        raise ValueError(
-            f"raw payload of {len(payload)} bytes does not match shape "
-            f"{height}x{width}x{channels}"
-        )
-    prefix = _HEADER.pack(
-        _MAGIC, FORMAT_VERSION, kind, channels, label, width, height, len(payload), 0
-    )[:_CHECKED_PREFIX]
+    prefix = _checked_prefix(len(payload), kind, label, width, height, channels)
     crc = zlib.crc32(payload, zlib.crc32(prefix))
     return b"".join((prefix, struct.pack("<I", crc), payload))
+
+
+def seal_record(
+    framed: bytearray,
+    *,
+    kind: PayloadKind,
+    label: int,
+    width: int,
+    height: int,
+    channels: int,
+) -> bytearray:
+    """Make ``framed`` a record in place: its first :data:`HEADER_SIZE` bytes are
+    room for the header, the rest is the payload, which is not copied.
+
+    The bytes are those :func:`encode_record` would give for the payload.
+    """
+    payload = memoryview(framed)[HEADER_SIZE:]
+    prefix = _checked_prefix(len(payload), kind, label, width, height, channels)
+    framed[:_CHECKED_PREFIX] = prefix
+    struct.pack_into("<I", framed, _CHECKED_PREFIX, zlib.crc32(payload, zlib.crc32(prefix)))
+    return framed
+
+
+def _checked_prefix(length: int, kind: PayloadKind, label: int, width: int, height: int,
+                    channels: int) -> bytes:
+    """The header up to the CRC, which covers it."""
+    if kind is PayloadKind.RAW and length != width * height * channels:
+        raise ValueError(
+            f"raw payload of {length} bytes does not match shape "
+            f"{height}x{width}x{channels}"
+        )
+    header = _HEADER.pack(_MAGIC, FORMAT_VERSION, kind, channels, label, width, height, length, 0)
+    return header[:_CHECKED_PREFIX]
 
 
 def decode_record(data: bytes | memoryview, key: str) -> Record:

@@ -96,3 +96,21 @@ def test_a_broken_jpeg_is_left_to_pillow_to_report():
     data = data[: len(data) // 2]  # the header survives, the scan does not
     with pytest.raises(OSError):
         record_to_array(as_record(data, image))
+
+
+@pytest.mark.parametrize("misreport", [-100, +100], ids=["grew after fstat", "shrank after fstat"])
+def test_a_file_changing_size_while_read_is_stored_as_read(tmp_path, monkeypatch, misreport):
+    import os
+    from types import SimpleNamespace
+
+    from datakit import images
+    from datakit.records import PayloadKind
+
+    data = saved(photo("RGB"))
+    path = tmp_path / "a.jpg"
+    path.write_bytes(data)
+    real_fstat = os.fstat
+    misreported = lambda fd: SimpleNamespace(st_size=real_fstat(fd).st_size + misreport)  # noqa: E731
+    monkeypatch.setattr(images.os, "fstat", misreported)
+    image = images.read_source_image(str(path), kind=PayloadKind.ENCODED, verify=False)
+    assert bytes(image.payload) == data

@@ -6,7 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datakit.errors import CorruptRecordError, DatakitError, IncompatibleStoreError
-from datakit.records import FORMAT_VERSION, HEADER_SIZE, PayloadKind, decode_record, encode_record
+from datakit.records import (
+    FORMAT_VERSION,
+    HEADER_SIZE,
+    PayloadKind,
+    decode_record,
+    encode_record,
+    seal_record,
+)
 
 
 def encoded(payload: bytes = b"\xff\xd8jpeg-bytes", label: int = 7) -> bytes:
@@ -27,6 +34,21 @@ def test_raw_payload_must_match_its_shape():
     assert bytes(record.payload) == pixels
     with pytest.raises(ValueError, match="does not match shape"):
         encode_record(pixels[:-1], kind=PayloadKind.RAW, label=0, width=4, height=2, channels=3)
+
+
+@given(payload=st.binary(max_size=300), label=st.integers(0, 2**31 - 1), raw=st.booleans())
+def test_sealing_in_place_gives_the_bytes_encoding_gives(payload, label, raw):
+    kind, shape = (PayloadKind.RAW, dict(width=len(payload), height=1, channels=1)) if raw else \
+        (PayloadKind.ENCODED, dict(width=5, height=6, channels=3))
+    framed = bytearray(b"\xaa" * HEADER_SIZE + payload)  # the room in front holds junk
+    sealed = seal_record(framed, kind=kind, label=label, **shape)
+    assert sealed is framed
+    assert bytes(sealed) == encode_record(payload, kind=kind, label=label, **shape)
+
+
+def test_sealing_a_raw_payload_of_the_wrong_size_is_refused():
+    with pytest.raises(ValueError, match="does not match shape"):
+        seal_record(bytearray(HEADER_SIZE + 5), kind=PayloadKind.RAW, label=0, width=2, height=1, channels=3)
 
 
 @pytest.mark.parametrize("position", range(0, HEADER_SIZE + 11))

@@ -51,7 +51,7 @@ class PendingRecord:
     index: int
     source: str
     label: int
-    data: bytes
+    data: bytes | bytearray
 
 
 @dataclass(frozen=True)

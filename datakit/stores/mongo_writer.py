@@ -221,7 +221,7 @@ class MongoWriter(StoreWriter):
         # A retried upload replaces the earlier one rather than adding a second file.
         self._delete_gridfs_files({"metadata.collection": collection, "metadata.index": record.index})
         file_id = self._connection.call(lambda: self._bucket().upload_from_stream(
-            key, record.data, metadata={"collection": collection, "index": record.index}), [key])
+            key, bytes(record.data), metadata={"collection": collection, "index": record.index}), [key])
         return sample_document(record, gridfs_id=file_id)
 
     def _insert(self, documents: list[dict[str, Any]]) -> None:
