@@ -53,7 +53,9 @@ def send(
         BrokenPipeError: The reader closed its end.
         Exception: Whatever pickling ``message`` raised (nothing was written then).
     """
-    data = ForkingPickler.dumps(message)  # pickle first: a failure here leaves the pipe untouched
+    # Pickle first: a failure here leaves the pipe untouched. Protocol 5 (not yet the default)
+    # carries a bytearray as its bytes; protocol 4 makes a bytes copy to rebuild it from.
+    data = ForkingPickler.dumps(message, protocol=5)
     fd = connection.fileno()
     while True:
         _, writable, _ = select.select([], [fd], [], poll_interval)
