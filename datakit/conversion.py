@@ -5,11 +5,11 @@ The pipeline is a chain of small stages::
     scan_folder ─► drop what a resumed store already holds
                 ─► read_images   (worker processes read, verify and encode records)
                 ─► number        (assigns consecutive indices, collects skipped files)
-                ─► commit        (batches go to the backend's writer, durably)
+                ─► commit        (batches go to the backend's writer, atomically)
                 ─► finish        (labels + manifest, the store becomes complete)
 
 A bad file is skipped and reported by name, never fatal. Every commit is
-durable and carries the running totals, so a conversion killed at any moment
+atomic and carries the running totals, so a conversion killed at any moment
 leaves a store that readers refuse as incomplete and that ``resume=True``
 completes with every image exactly once.
 """
@@ -38,7 +38,7 @@ ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each source file is handled."""
 
 _CHUNK = 16  # source files per task sent to a reader process
-# A commit is durable (an fsync), so commits are cut by whichever comes first:
+# A commit waits for the disk (a sync), so commits are cut by whichever comes first:
 # a count, a size, or a time; a crash loses at most that much work. The size is
 # small because records wait in memory for their commit: memory a small commit
 # frees is reused by the next batch, while a large batch is faulted in fresh

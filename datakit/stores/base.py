@@ -168,10 +168,11 @@ class StoreWriter(ABC):
     """Write access for one conversion.
 
     The pipeline calls :meth:`prepare` once, then :meth:`commit` for each
-    batch, then :meth:`finish` with the manifest. Each commit must be durable
-    before it returns, and a crash between commits must leave a store that
-    :meth:`committed_state` can read back; the manifest is written by
-    :meth:`finish` only, so a store without one is known to be incomplete.
+    batch, then :meth:`finish` with the manifest. Each commit is atomic and must
+    survive the process being killed once it returns (a power loss may undo
+    the last one, never part of one), and a crash between commits must leave a
+    store that :meth:`committed_state` can read back; the manifest is written by
+    :meth:`finish` only, durably, so a store without one is known to be incomplete.
     """
 
     spec: StoreSpec
@@ -211,7 +212,7 @@ class StoreWriter(ABC):
 
     @abstractmethod
     def commit(self, records: Sequence[PendingRecord], stats: Stats) -> None:
-        """Durably add ``records`` and record ``stats`` as the running totals."""
+        """Add ``records`` and record ``stats`` as the running totals, in one atomic step."""
 
     @abstractmethod
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:

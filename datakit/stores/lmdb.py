@@ -362,8 +362,14 @@ class LMDBWriter(StoreWriter):
             data_file = os.path.join(self.spec.path, "data.mdb")
             size = os.path.getsize(data_file) if os.path.exists(data_file) else 0
             try:
+                # metasync=False: a commit syncs its data, and the page that points to
+                # it with the next commit. Integrity holds; an OS crash or power loss
+                # may undo the last commit, which --resume then redoes. A killed
+                # process loses nothing committed. finish() syncs everything. It cuts
+                # the wait per commit by about half (3,000 JPEGs, --no-verify: 85 ->
+                # 72 us per image on this project's disk).
                 self._env = lmdb.open(self.spec.path, map_size=max(_INITIAL_MAP_SIZE, 2 * size),
-                                      max_dbs=0, readahead=False, meminit=False)
+                                      max_dbs=0, readahead=False, meminit=False, metasync=False)
             except lmdb.Error as exc:
                 raise StoreError(
                     f"{self.spec.path}: cannot open the LMDB environment for writing ({exc})"
