@@ -235,7 +235,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         try:
             if header.kind is PayloadKind.RAW:
                 pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(header.shape)
-            elif decode_jpeg_planes_into(bytes(record.payload), out):
+            elif decode_jpeg_planes_into(record.payload, out):
                 return header.label
             else:
                 pixels = record_to_array(record)

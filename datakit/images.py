@@ -194,7 +194,7 @@ def record_to_array(record: Record) -> np.ndarray:
         return np.array(image.convert("RGB"))
 
 
-def decode_jpeg_planes_into(data: bytes, out: np.ndarray) -> bool:
+def decode_jpeg_planes_into(data: bytes | memoryview, out: np.ndarray) -> bool:
     """Decode a colour JPEG into ``out``, a ``(3, H, W)`` uint8 array, one plane per channel.
 
     libjpeg-turbo writes interleaved pixels only, and numpy transposes

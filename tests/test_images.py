@@ -69,6 +69,9 @@ def test_planes_are_pillows_pixels_channel_first(size, options):
     smaller = np.empty((3, 8, 8), dtype=np.uint8)
     assert decode_jpeg_planes_into(saved(photo("RGB", (8, 8))), smaller)  # a reused scratch of another size
     assert decode_jpeg_planes_into(data, out) and np.array_equal(out, expected)
+    out[...] = 7
+    assert decode_jpeg_planes_into(memoryview(data), out)  # as a store hands it over
+    assert np.array_equal(out, expected)
 
 
 @pytest.mark.parametrize("case", ["greyscale", "cmyk", "png", "other size", "broken", "not channel-first"])
