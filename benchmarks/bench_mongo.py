@@ -34,7 +34,7 @@ from pymongo.errors import PyMongoError
 from torch.utils.data import DataLoader, Dataset
 
 import datakit
-from datakit.images import record_to_array
+from datakit.decode import record_to_array
 from datakit.manifest import record_key
 from datakit.records import decode_record
 from datakit.synthetic import make_image_folder

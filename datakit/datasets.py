@@ -21,13 +21,18 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-import torch
 from torch.utils.data import Dataset
 
+from datakit.decode import (
+    ImageShapeError,
+    record_planes_into,
+    record_to_array,
+    record_to_pil,
+    record_to_tensor,
+)
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
-from datakit.images import decode_jpeg_planes_into, record_to_array, record_to_pil
 from datakit.manifest import Manifest, record_key
-from datakit.records import PayloadKind, Record, decode_record
+from datakit.records import Record, decode_record
 from datakit.stores import resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
 
@@ -36,6 +41,8 @@ __all__ = ["Output", "OnError", "StoreDataset", "LMDBDataset", "MongoDataset"]
 Output = Literal["pil", "numpy", "tensor", "bytes"]
 OnError = Literal["raise", "skip"]
 _OUTPUTS = ("pil", "numpy", "tensor", "bytes")
+_DECODERS: dict[str, Callable[[Record], Any]] = {
+    "pil": record_to_pil, "numpy": record_to_array, "tensor": record_to_tensor}
 _logger = logging.getLogger("datakit")
 _T = TypeVar("_T")
 
@@ -177,14 +184,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         if self.output == "bytes":
             return bytes(record.payload)
         try:
-            if self.output == "pil":
-                return record_to_pil(record)
-            array = record_to_array(record)
+            return _DECODERS[self.output](record)
         except Exception as exc:  # the checksum held, but Pillow cannot decode the payload
             raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
-        if self.output == "tensor":
-            return torch.from_numpy(array).permute(2, 0, 1)
-        return array
 
     # Batch-native reading: decoding straight into a batch the loader preallocated.
 
@@ -230,22 +232,14 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = self._parse(position, data)
-        header = record.header
-        pixels: np.ndarray
         try:
-            if header.kind is PayloadKind.RAW:
-                pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(header.shape)
-            elif decode_jpeg_planes_into(record.payload, out):
-                return header.label
-            else:
-                pixels = record_to_array(record)
+            record_planes_into(record, out)
+        except ImageShapeError as exc:
+            raise CorruptRecordError(key, f"image of shape {exc.shape} where the manifest promises "
+                                          f"{out.shape[1]}x{out.shape[2]} RGB") from None
         except Exception as exc:
             raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
-        if pixels.shape != (out.shape[1], out.shape[2], 3):
-            raise CorruptRecordError(key, f"image of shape {pixels.shape} where the manifest promises "
-                                          f"{out.shape[1]}x{out.shape[2]} RGB")
-        np.copyto(out, pixels.transpose(2, 0, 1))
-        return header.label
+        return record.header.label
 
     def _open_reader(self) -> StoreReader:
         pid = os.getpid()

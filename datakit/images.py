@@ -1,39 +1,33 @@
-"""Reading images safely: checks for conversion, decoding for datasets.
+"""Checking source images for conversion.
 
 Conversion treats every source file as untrusted. :func:`read_source_image`
 either returns the bytes to store, or raises :class:`BadImage` with a reason
 a person can act on; a broken file never stops a conversion. Pillow's
 decompression-bomb warning is promoted to an error so a tiny file that
-inflates to gigabytes is skipped rather than decoded.
+inflates to gigabytes is skipped rather than decoded. Decoding stored records
+for datasets is :mod:`datakit.decode`'s job; a full check decodes colour JPEGs
+with its fast decoder.
 """
 
 from __future__ import annotations
 
 import io
 import os
-import threading
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from datakit.headers import ImageHeader, sniff_header
-
-try:  # a libjpeg-turbo binding twice as fast as Pillow's JPEG decoder (a dependency)
-    import simplejpeg as _simplejpeg
-except ImportError:  # pragma: no cover - a platform without its wheels: Pillow decodes everything
-    _simplejpeg = None
-from datakit.records import HEADER_SIZE, PayloadKind, Record
+from datakit.decode import decode_colour_jpeg
+from datakit.headers import sniff_header
+from datakit.records import HEADER_SIZE, PayloadKind
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
     "BadImage",
     "SourceImage",
     "read_source_image",
-    "record_to_pil",
-    "record_to_array",
-    "decode_jpeg_planes_into",
 ]
 
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -97,7 +91,7 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         _check_pixels(width, height, max_pixels)
         if kind is PayloadKind.ENCODED and not verify:
             return SourceImage(framed, kind, width, height, channels, image_format)
-        pixels = _decode_colour_jpeg(data, header)  # a full decode: the fast way to verify
+        pixels = decode_colour_jpeg(data, header)  # a full decode: the fast way to verify
         if pixels is not None:
             if kind is PayloadKind.RAW:
                 return SourceImage(_framed_pixels(pixels), kind, width, height, 3, image_format)
@@ -164,96 +158,3 @@ def _describe(exc: Exception) -> str:
     if "truncated" in message:
         return f"truncated image ({message})"
     return f"cannot decode: {message}"
-
-
-def record_to_pil(record: Record) -> Image.Image:
-    """The record's image as an RGB PIL image."""
-    header = record.header
-    if header.kind is PayloadKind.RAW:
-        return Image.fromarray(record_to_array(record))
-    with Image.open(io.BytesIO(record.payload)) as image:
-        converted: Image.Image = image.convert("RGB")
-    return converted
-
-
-def record_to_array(record: Record) -> np.ndarray:
-    """The record's image as an ``(H, W, 3)`` uint8 array (a fresh, writable copy)."""
-    header = record.header
-    if header.kind is PayloadKind.RAW:
-        flat = np.frombuffer(record.payload, dtype=np.uint8)
-        copy: np.ndarray = flat.reshape(header.height, header.width, header.channels).copy()
-        return copy
-    data = bytes(record.payload)
-    pixels = _decode_colour_jpeg(data, sniff_header(data))
-    if pixels is not None:
-        return pixels
-    with Image.open(io.BytesIO(record.payload)) as image:
-        image.load()
-        if image.mode == "RGB":
-            return np.array(image)  # one copy: skips convert()'s
-        return np.array(image.convert("RGB"))
-
-
-def decode_jpeg_planes_into(data: bytes | memoryview, out: np.ndarray) -> bool:
-    """Decode a colour JPEG into ``out``, a ``(3, H, W)`` uint8 array, one plane per channel.
-
-    libjpeg-turbo writes interleaved pixels only, and numpy transposes
-    ``(H, W, 3)`` into ``(3, H, W)`` one byte at a time (55 µs for a 256x256
-    image here). Decoding to 4-byte RGBX pixels instead lets each plane be cut
-    out of the pixels, read as little-endian uint32, with one vectorised
-    shift-and-narrow (26 µs for the three). The pixels are the same: the
-    same decoder, the same colour conversion, only the output layout differs.
-
-    Returns:
-        False, with ``out`` untouched, when ``data`` is not a three-component
-        JPEG of ``out``'s size or the decoder refuses it: the caller then
-        decodes the general way, which names any problem.
-    """
-    if _simplejpeg is None or out.ndim != 3 or out.shape[0] != 3:
-        return False
-    header = sniff_header(data)
-    if header is None or header[0] != "JPEG" or header[3] != 3 or out.shape[1:] != (header[2], header[1]):
-        return False
-    rgbx = _rgbx_scratch(header[2], header[1])
-    try:
-        _simplejpeg.decode_jpeg(data, colorspace="RGBX", buffer=rgbx)
-    except ValueError:
-        return False
-    pixels = rgbx.view("<u4")[..., 0]  # R in the low byte, then G, B, X
-    np.copyto(out[0], pixels, casting="unsafe")  # narrowing keeps the low byte
-    np.right_shift(pixels, 8, out=out[1], casting="unsafe")
-    np.right_shift(pixels, 16, out=out[2], casting="unsafe")
-    return True
-
-
-_scratch = threading.local()
-
-
-def _rgbx_scratch(height: int, width: int) -> np.ndarray:
-    """A reused ``(height, width, 4)`` buffer, one per thread: a fresh one per image
-    would be page-faulted in every time."""
-    buffer: np.ndarray | None = getattr(_scratch, "rgbx", None)
-    if buffer is None or buffer.shape != (height, width, 4):
-        buffer = _scratch.rgbx = np.empty((height, width, 4), dtype=np.uint8)
-    return buffer
-
-
-def _decode_colour_jpeg(data: bytes | memoryview, header: ImageHeader | None) -> np.ndarray | None:
-    """A colour JPEG decoded by libjpeg-turbo through simplejpeg, else None.
-
-    simplejpeg calls the same libjpeg-turbo as Pillow with the same settings
-    (accurate integer IDCT, fancy upsampling), so the pixels are Pillow's, at
-    about twice the speed. Only three-component JPEGs take this path: for
-    greyscale and CMYK files Pillow's own colour conversion is the reference,
-    and any file simplejpeg rejects goes to Pillow, which names the problem
-    (or, for the few oddities libjpeg only warns about, accepts it).
-    """
-    if _simplejpeg is None:
-        return None
-    if header is None or header[0] != "JPEG" or header[3] != 3:
-        return None
-    try:
-        pixels: np.ndarray = _simplejpeg.decode_jpeg(data, colorspace="RGB")
-    except ValueError:
-        return None
-    return pixels

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
+from datakit.decode import record_to_pil
 from datakit.errors import DatakitError, IncompleteStoreError
-from datakit.images import record_to_pil
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.records import decode_record
 from datakit.stores import resolve_store
