@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 
 import datakit
 from datakit.errors import StoreUnavailableError
-from datakit.stores.mongo_connection import DEFAULT_RETRY, DEFAULT_SERVER_SELECTION_TIMEOUT_MS
+from datakit.stores.mongo.connection import DEFAULT_RETRY, DEFAULT_SERVER_SELECTION_TIMEOUT_MS
 from tests.conftest import CLASSES, PER_CLASS, source_files
 from tests.mongo_server import _free_port, _nx_executable, _stop, answers_ping
 

@@ -36,8 +36,9 @@ from datakit.errors import (
     StoreNotFoundError,
     StoreUnavailableError,
 )
-from datakit.stores import mongo_writer, resolve_store
-from datakit.stores.mongo_layout import GRIDFS_BUCKET, META_COLLECTION, progress_id
+from datakit.stores import resolve_store
+from datakit.stores.mongo import writer as mongo_writer
+from datakit.stores.mongo.layout import GRIDFS_BUCKET, META_COLLECTION, progress_id
 from datakit.synthetic import make_image_folder
 from tests.conftest import CLASSES, PER_CLASS, source_files
 
@@ -155,7 +156,7 @@ def test_cli_convert_and_inspect(mongo_uri, location, fresh_folder, tmp_path):
 _KILLED_CONVERSION = textwrap.dedent("""
     import sys
     import datakit
-    from datakit.stores import mongo_writer
+    from datakit.stores.mongo import writer as mongo_writer
 
     src, uri, collection = sys.argv[1:4]
     insert = mongo_writer.MongoWriter._insert

@@ -27,8 +27,8 @@ import numpy as np
 from datakit.errors import DestinationExistsError, StoreError
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter
-from datakit.stores.mongo_connection import MongoConnection, uri_options
-from datakit.stores.mongo_layout import (
+from datakit.stores.mongo.connection import MongoConnection, uri_options
+from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
     INLINE_LIMIT,
     META_COLLECTION,

@@ -3,8 +3,8 @@
 ``make_spec("mongodb://host:27017/db", collection="train")`` describes the
 store; :class:`MongoSpec` is a frozen, picklable dataclass holding no client.
 A client is opened by the reader or writer, in the process that uses it (see
-:mod:`datakit.stores.mongo_connection`). The layout is described in
-:mod:`datakit.stores.mongo_layout`, the reasoning in ``docs/mongodb.md``.
+:mod:`datakit.stores.mongo.connection`). The layout is described in
+:mod:`datakit.stores.mongo.layout`, the reasoning in ``docs/mongodb.md``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from datakit.errors import StoreError
 from datakit.stores.base import StoreSpec
-from datakit.stores.mongo_connection import _split_uri, mask_uri, uri_database
-from datakit.stores.mongo_layout import RESERVED_COLLECTIONS
-from datakit.stores.mongo_reader import MongoReader
-from datakit.stores.mongo_writer import MongoWriter
+from datakit.stores.mongo.connection import _split_uri, mask_uri, uri_database
+from datakit.stores.mongo.layout import RESERVED_COLLECTIONS
+from datakit.stores.mongo.reader import MongoReader
+from datakit.stores.mongo.writer import MongoWriter
 
 __all__ = ["MongoSpec", "MongoReader", "MongoWriter", "make_spec"]
 

@@ -17,8 +17,8 @@ import numpy as np
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.manifest import Manifest, record_key
 from datakit.stores.base import StoreReader
-from datakit.stores.mongo_connection import MongoConnection
-from datakit.stores.mongo_layout import (
+from datakit.stores.mongo.connection import MongoConnection
+from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
     META_COLLECTION,
     decode_source,

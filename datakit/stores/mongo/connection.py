@@ -1,7 +1,7 @@
 """Talking to a MongoDB server: URIs, lazy per-process clients, retries, errors.
 
 Everything here is shared by the MongoDB reader and writer
-(:mod:`datakit.stores.mongo_reader`, :mod:`datakit.stores.mongo_writer`):
+(:mod:`datakit.stores.mongo.reader`, :mod:`datakit.stores.mongo.writer`):
 
 * URI helpers: the database a URI names, its options, and a display form
   with the password masked (a password never reaches a message or a log).
