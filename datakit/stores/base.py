@@ -1,6 +1,6 @@
-"""The small contract every storage backend implements.
+"""The small contract every storage backend implements, and what backends share.
 
-A backend is three pieces behind one registry (``datakit.stores``):
+A backend is three pieces, listed in the registry (``datakit.stores``):
 
 * a :class:`StoreSpec`: a small, picklable description of where a store lives
   (a path, or a URI and a collection). Datasets hold a spec, never an open
@@ -12,7 +12,9 @@ A backend is three pieces behind one registry (``datakit.stores``):
 * a :class:`StoreReader`: raw record bytes by index, the manifest, the labels.
 
 Record bytes are produced and parsed by :mod:`datakit.records` only; a backend
-never looks inside them.
+never looks inside them. Backends also share here the checks a resumed store's
+statistics must pass (:func:`stats_fit`), the message that refuses an
+incomplete store (:func:`incomplete_message`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ __all__ = [
     "PendingRecord",
     "ConversionSettings",
     "CommittedState",
+    "stats_fit",
+    "incomplete_message",
 ]
 
 
@@ -112,6 +116,11 @@ class StoreSpec(ABC):
     def describe(self) -> str:
         """The store's location as a user would write it, for messages."""
 
+    def command_arguments(self) -> str:
+        """How the CLI names this store after ``datakit convert SRC``: its location, plus
+        any option a backend needs (``--collection``)."""
+        return self.describe()
+
     def summary_fields(self) -> dict[str, Any]:
         """Fields identifying the store in ``datakit inspect --json``."""
         return {"backend": self.backend, "path": self.describe()}
@@ -167,8 +176,12 @@ class StoreReader(ABC):
 class StoreWriter(ABC):
     """Write access for one conversion.
 
-    The pipeline calls :meth:`prepare` once, then :meth:`commit` for each
-    batch, then :meth:`finish` with the manifest. Each commit is atomic and must
+    The pipeline (:mod:`datakit.conversion`) first looks at the location: when
+    :meth:`exists` is false it calls :meth:`create`; with ``--overwrite`` it
+    calls :meth:`remove`, then :meth:`create`; with ``--resume`` it asks
+    :meth:`is_complete` (a complete store is left alone) and otherwise reopens
+    the store with :meth:`committed_state`. Then it calls :meth:`commit` for
+    each batch, then :meth:`finish` with the manifest. Each commit is atomic and must
     survive the process being killed once it returns (a power loss may undo
     the last one, never part of one), and a crash between commits must leave a
     store that :meth:`committed_state` can read back; the manifest is written by
@@ -227,3 +240,29 @@ class StoreWriter(ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
+    """Whether running totals read back from a store can be resumed (one count per class,
+    counts adding up to the length, each size range empty or ``[min, max]``)."""
+    ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
+                    for bounds in (stats.width_range, stats.height_range))
+    return (len(stats.class_counts) == len(settings.classes) and stats.length >= 0
+            and all(count >= 0 for count in stats.class_counts)
+            and sum(stats.class_counts) == stats.length and ranges_ok)
+
+
+def incomplete_message(spec: StoreSpec, source: object) -> str:
+    """The error message for a store whose conversion was interrupted.
+
+    Args:
+        spec: the store.
+        source: the source folder its progress names; anything but text
+            (missing, or a damaged progress record) is shown as ``SRC``.
+    """
+    return (
+        f"{spec.describe()} is an incomplete store (its conversion was interrupted); "
+        f"finish it with `datakit convert {source if isinstance(source, str) else 'SRC'} "
+        f"{spec.command_arguments()} --resume`"
+    )
+

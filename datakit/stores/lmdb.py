@@ -47,6 +47,8 @@ from datakit.stores.base import (
     StoreReader,
     StoreSpec,
     StoreWriter,
+    incomplete_message,
+    stats_fit,
 )
 
 __all__ = ["LMDBSpec", "LMDBReader", "LMDBWriter", "make_spec"]
@@ -186,7 +188,7 @@ class LMDBReader(StoreReader):
             raw = txn.get(_MANIFEST)
             progress = txn.get(_PROGRESS)
         if raw is None:
-            raise IncompleteStoreError(_incomplete_message(self.spec.path, progress))
+            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress)))
         try:
             return Manifest.from_json(raw, self.spec.path)
         except RecursionError:  # JSON nested too deeply for the parser: hostile, not a crash
@@ -236,16 +238,12 @@ class LMDBReader(StoreReader):
             _environments.release(self.spec.path)
 
 
-def _incomplete_message(path: str, progress: bytes | None) -> str:
-    source = "SRC"
+def _progress_source(progress: bytes | None) -> object:
+    """The source folder an incomplete store's progress names; ``None`` when unreadable."""
     if progress is not None:
         with contextlib.suppress(ValueError, KeyError, TypeError, RecursionError):
-            found = json.loads(progress)["settings"]["source"]
-            source = found if isinstance(found, str) else source
-    return (
-        f"{path} is an incomplete store (its conversion was interrupted); "
-        f"finish it with `datakit convert {source} {path} --resume`"
-    )
+            return json.loads(progress)["settings"]["source"]
+    return None
 
 
 class LMDBWriter(StoreWriter):
@@ -425,17 +423,8 @@ def _parse_progress(raw: bytes | None, path: str) -> CommittedState:
     if settings is None or not isinstance(data, dict):
         raise StoreError(f"{path} has no readable conversion progress; reconvert with --overwrite")
     stats = Stats.from_dict(data.get("stats"), path)
-    if not _stats_fit(stats, settings):
+    if not stats_fit(stats, settings):
         raise StoreError(f"{path}: the progress entry's statistics do not fit its settings; "
                          "reconvert with --overwrite")
     return CommittedState(settings, stats)
 
-
-def _stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
-    """Whether running totals read back from a store can be resumed (one count per class,
-    counts adding up to the length, each size range empty or ``[min, max]``)."""
-    ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
-                    for bounds in (stats.width_range, stats.height_range))
-    return (len(stats.class_counts) == len(settings.classes) and stats.length >= 0
-            and all(count >= 0 for count in stats.class_counts)
-            and sum(stats.class_counts) == stats.length and ranges_ok)

@@ -10,12 +10,11 @@ A client is opened by the reader or writer, in the process that uses it (see
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from datakit.errors import StoreError
-from datakit.stores.base import StoreSpec
-from datakit.stores.mongo.connection import _split_uri, mask_uri, uri_database
+from datakit.stores.mongo.connection import mask_uri, uri_database
 from datakit.stores.mongo.layout import RESERVED_COLLECTIONS
+from datakit.stores.mongo.location import MongoLocation
 from datakit.stores.mongo.reader import MongoReader
 from datakit.stores.mongo.writer import MongoWriter
 
@@ -55,8 +54,8 @@ def make_spec(location: str, collection: str | None = None, database: str | None
     return MongoSpec(location, collection, database)
 
 
-@dataclass(frozen=True)
-class MongoSpec(StoreSpec):
+@dataclass(frozen=True, repr=False)  # keeps MongoLocation's repr, which masks the password
+class MongoSpec(MongoLocation):
     """A store in MongoDB: the samples of ``collection`` in ``database``.
 
     Attributes:
@@ -65,38 +64,8 @@ class MongoSpec(StoreSpec):
         database: the database holding the collection and the sidecar.
     """
 
-    uri: str
-    collection: str
-    database: str
-    backend = "mongodb"
-
     def open_reader(self) -> MongoReader:
         return MongoReader(self)
 
     def open_writer(self) -> MongoWriter:
         return MongoWriter(self)
-
-    def server(self) -> str:
-        """The URI with the password masked and the store's database as its path."""
-        scheme, userinfo, hosts, rest = _split_uri(mask_uri(self.uri))
-        query = rest.partition("?")[2]
-        user = f"{userinfo}@" if userinfo else ""
-        return f"{scheme}{user}{hosts}/{self.database}" + (f"?{query}" if query else "")
-
-    def describe(self) -> str:
-        return f"{self.server()} collection={self.collection}"
-
-    def command_arguments(self) -> str:
-        """How the CLI names this store (``URI --collection NAME [--database DB]``)."""
-        arguments = f"{mask_uri(self.uri)} --collection {self.collection}"
-        if uri_database(self.uri) != self.database:
-            arguments += f" --database {self.database}"
-        return arguments
-
-    def summary_fields(self) -> dict[str, Any]:
-        return {"backend": self.backend, "uri": mask_uri(self.uri), "database": self.database,
-                "collection": self.collection, "path": self.describe()}
-
-    def __repr__(self) -> str:  # never show a password, even in a traceback
-        return (f"MongoSpec(uri={mask_uri(self.uri)!r}, collection={self.collection!r}, "
-                f"database={self.database!r})")

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_SERVER_SELECTION_TIMEOUT_MS",
     "RetryPolicy",
     "MongoConnection",
+    "split_uri",
     "mask_uri",
     "uri_database",
     "uri_options",
@@ -70,7 +71,7 @@ DEFAULT_RETRY = RetryPolicy()
 _sleep = time.sleep  # replaced in tests
 
 
-def _split_uri(uri: str) -> tuple[str, str, str, str]:
+def split_uri(uri: str) -> tuple[str, str, str, str]:
     """``(scheme://, userinfo, hosts, rest)`` where rest is ``/db?options`` (possibly empty)."""
     scheme, sep, remainder = uri.partition("://")
     if not sep:
@@ -93,7 +94,7 @@ def _split_uri(uri: str) -> tuple[str, str, str, str]:
 
 def mask_uri(uri: str) -> str:
     """``uri`` with any password replaced by ``***``."""
-    scheme, userinfo, hosts, rest = _split_uri(uri)
+    scheme, userinfo, hosts, rest = split_uri(uri)
     if not userinfo:
         return uri
     user, has_password, _ = userinfo.partition(":")
@@ -101,21 +102,21 @@ def mask_uri(uri: str) -> str:
 
 
 def _password(uri: str) -> str:
-    _, userinfo, _, _ = _split_uri(uri)
+    _, userinfo, _, _ = split_uri(uri)
     _, has_password, password = userinfo.partition(":")
     return password if has_password else ""
 
 
 def uri_database(uri: str) -> str | None:
     """The database named in the URI's path, if any."""
-    _, _, _, rest = _split_uri(uri)
+    _, _, _, rest = split_uri(uri)
     path = rest.partition("?")[0].lstrip("/")
     return unquote(path) or None
 
 
 def uri_options(uri: str) -> dict[str, str]:
     """The URI's query options, with lower-cased names."""
-    _, _, _, rest = _split_uri(uri)
+    _, _, _, rest = split_uri(uri)
     query = rest.partition("?")[2]
     options = {}
     for item in query.replace(";", "&").split("&"):

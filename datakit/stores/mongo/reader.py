@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.manifest import Manifest, record_key
-from datakit.stores.base import StoreReader
+from datakit.stores.base import StoreReader, incomplete_message
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
@@ -26,11 +26,9 @@ from datakit.stores.mongo.layout import (
     manifest_id,
     progress_id,
 )
+from datakit.stores.mongo.location import MongoLocation
 
-if TYPE_CHECKING:
-    from datakit.stores.mongo import MongoSpec
-
-__all__ = ["MongoReader", "incomplete_message"]
+__all__ = ["MongoReader"]
 
 _WINDOW = 256  # sample documents per query while streaming
 
@@ -47,9 +45,9 @@ class MongoReader(StoreReader):
         StoreUnavailableError: the server cannot be reached or refused the credentials.
     """
 
-    spec: MongoSpec
+    spec: MongoLocation
 
-    def __init__(self, spec: MongoSpec) -> None:
+    def __init__(self, spec: MongoLocation) -> None:
         self.spec = spec
         self._connection = MongoConnection(spec.uri, spec.database, spec.describe())
         try:
@@ -80,7 +78,7 @@ class MongoReader(StoreReader):
                 raise StoreError(f"{where}: the manifest is not valid JSON (nested too deeply)") from None
         progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
         if progress is not None:
-            raise IncompleteStoreError(incomplete_message(self.spec, progress))
+            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress)))
         names = self._connection.call(lambda: self._connection.database().list_collection_names())
         if collection in names:
             raise IncompleteStoreError(
@@ -194,12 +192,8 @@ def _is_index(value: Any, start: int, stop: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and start <= value < stop
 
 
-def incomplete_message(spec: MongoSpec, progress: dict[str, Any]) -> str:
-    """The error message for a store whose conversion was interrupted."""
+
+def _progress_source(progress: dict[str, Any]) -> object:
+    """The source folder an incomplete store's progress document names, if any."""
     settings = progress.get("settings")
-    source = settings.get("source") if isinstance(settings, dict) else None
-    return (
-        f"{spec.describe()} is an incomplete store (its conversion was interrupted); "
-        f"finish it with `datakit convert {source if isinstance(source, str) else 'SRC'} "
-        f"{spec.command_arguments()} --resume`"
-    )
+    return settings.get("source") if isinstance(settings, dict) else None

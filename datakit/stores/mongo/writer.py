@@ -20,13 +20,13 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from datakit.errors import DestinationExistsError, StoreError
 from datakit.manifest import Manifest, Stats, record_key
-from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter
+from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter, stats_fit
 from datakit.stores.mongo.connection import MongoConnection, uri_options
 from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
@@ -38,9 +38,7 @@ from datakit.stores.mongo.layout import (
     progress_id,
     sample_document,
 )
-
-if TYPE_CHECKING:
-    from datakit.stores.mongo import MongoSpec
+from datakit.stores.mongo.location import MongoLocation
 
 __all__ = ["MongoWriter"]
 
@@ -55,9 +53,9 @@ class MongoWriter(StoreWriter):
         spec: the store to write.
     """
 
-    spec: MongoSpec
+    spec: MongoLocation
 
-    def __init__(self, spec: MongoSpec) -> None:
+    def __init__(self, spec: MongoLocation) -> None:
         self.spec = spec
         self._where = spec.describe()
         self._connection = MongoConnection(spec.uri, spec.database, self._where)
@@ -154,7 +152,7 @@ class MongoWriter(StoreWriter):
             raise StoreError(f"{self._where} has no readable conversion progress, so there is "
                              "nothing to resume; reconvert with --overwrite")
         stats = Stats.from_dict(progress.get("stats"), self._where)
-        if stats.length != committed or not _stats_fit(stats, settings):
+        if stats.length != committed or not stats_fit(stats, settings):
             raise StoreError(f"{self._where}: the progress document disagrees with itself; "
                              "reconvert with --overwrite")
         sources, labels = self._read_committed(committed, len(settings.classes))
@@ -284,13 +282,3 @@ class MongoWriter(StoreWriter):
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
-
-def _stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
-    """Whether running totals read back from a store can be resumed (one count per class,
-    counts adding up to the length, each size range empty or ``[min, max]``); the same
-    check as ``datakit.stores.lmdb._stats_fit``."""
-    ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
-                    for bounds in (stats.width_range, stats.height_range))
-    return (len(stats.class_counts) == len(settings.classes) and stats.length >= 0
-            and all(count >= 0 for count in stats.class_counts)
-            and sum(stats.class_counts) == stats.length and ranges_ok)
