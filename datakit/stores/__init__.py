@@ -1,20 +1,30 @@
-"""Storage backends and the registry that picks one for a location.
+"""Storage backends, and the registry that picks one for a location.
 
 ``resolve_store("path/to/store")`` gives an LMDB store;
 ``resolve_store("mongodb://host/db", collection="train")`` a MongoDB one.
-A backend registers a predicate on the location and a factory that builds
-its :class:`~datakit.stores.base.StoreSpec`.
+The registry is one explicit table, :data:`BACKENDS`: each entry pairs a
+predicate on the location with the module whose ``make_spec(location,
+**options)`` builds the backend's :class:`~datakit.stores.base.StoreSpec`.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from datakit.stores.base import StoreReader, StoreSpec, StoreWriter
 
-__all__ = ["StoreSpec", "StoreReader", "StoreWriter", "resolve_store", "is_mongodb_uri"]
+__all__ = [
+    "StoreSpec",
+    "StoreReader",
+    "StoreWriter",
+    "Backend",
+    "BACKENDS",
+    "resolve_store",
+    "is_mongodb_uri",
+]
 
 MONGODB_SCHEMES = ("mongodb://", "mongodb+srv://")
 
@@ -24,11 +34,34 @@ def is_mongodb_uri(location: str) -> bool:
     return location.startswith(MONGODB_SCHEMES)
 
 
-# (predicate on the location, module defining `make_spec(location, **options)`)
-_BACKENDS: list[tuple[Callable[[str], bool], str]] = [
-    (is_mongodb_uri, "datakit.stores.mongo"),
-    (lambda location: True, "datakit.stores.lmdb"),
-]
+def _any_location(location: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One entry of the registry.
+
+    Attributes:
+        name: the backend's name, as its specs report it (``StoreSpec.backend``).
+        matches: whether a location belongs to this backend.
+        module: the module defining ``make_spec(location, **options)``,
+            imported on first use: resolving a path never imports MongoDB's
+            code, nor a URI LMDB's.
+    """
+
+    name: str
+    matches: Callable[[str], bool]
+    module: str
+
+
+BACKENDS: tuple[Backend, ...] = (
+    Backend("mongodb", is_mongodb_uri, "datakit.stores.mongo"),
+    Backend("lmdb", _any_location, "datakit.stores.lmdb"),
+)
+"""The registry: every backend, tried in this order; the first that matches a
+location makes its spec. A new backend is one entry here, before LMDB, which
+takes every location that is not a URI of another backend."""
 
 
 def resolve_store(location: str | Any, **options: Any) -> StoreSpec:
@@ -42,9 +75,9 @@ def resolve_store(location: str | Any, **options: Any) -> StoreSpec:
     if isinstance(location, StoreSpec):
         return location
     location = str(location)
-    for matches, module in _BACKENDS:
-        if matches(location):
-            make_spec = importlib.import_module(module).make_spec
+    for backend in BACKENDS:
+        if backend.matches(location):
+            make_spec = importlib.import_module(backend.module).make_spec
             spec: StoreSpec = make_spec(location, **options)
             return spec
     raise AssertionError("the LMDB backend matches every location")  # pragma: no cover
