@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 import datakit
+from datakit.stores import given_options, resolve_store
 
 
 def resident_mb() -> float:
@@ -47,9 +48,9 @@ def read_for(dataset: datakit.StoreDataset, seconds: float, seed: int, batch: in
 
 
 def worker(args: argparse.Namespace, seed: int, results: Any) -> None:
-    options = {"collection": args.collection} if args.collection else {}
     try:
-        dataset = datakit.StoreDataset(args.store, output="bytes", **options)
+        spec = resolve_store(args.store, given_options(collection=args.collection or None))
+        dataset = datakit.StoreDataset(spec, output="bytes")
         results.put(read_for(dataset, args.seconds, seed, args.batch_size))
     except Exception as exc:  # reported, counted as a failure by the parent
         results.put({"pid": os.getpid(), "error": f"{type(exc).__name__}: {exc}"})

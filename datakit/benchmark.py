@@ -13,10 +13,12 @@ import multiprocessing
 import resource
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from datakit.stores import resolve_store
+from datakit.stores.base import StoreSpec
 
 __all__ = ["LoaderRun", "BenchSettings", "run_benchmark"]
 
@@ -25,16 +27,26 @@ LOADERS = ("torch", "datakit")
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """One benchmark's configuration (sent to each run's process)."""
+    """One benchmark's configuration.
+
+    Attributes:
+        store: a path or a ``mongodb://`` URI.
+        backend_options: options naming the store there (``collection``,
+            ``database``), as :func:`~datakit.stores.resolve_store` takes them.
+    """
 
     store: str
-    collection: str | None = None
-    database: str | None = None
+    backend_options: Mapping[str, str] = field(default_factory=dict)
     batch_size: int = 256
     workers: int = 2
     epochs: int = 2
     output: str = "tensor"
     shuffle: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as ``datakit bench --json`` reports them, the backend options among them."""
+        data = asdict(self)
+        return {"store": data.pop("store"), **data.pop("backend_options"), **data}
 
 
 @dataclass(frozen=True)
@@ -63,18 +75,16 @@ class LoaderRun:
 
 def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
     """Alternate ``repeats`` runs of each loader; return the medians and ratios."""
-    options = {key: value for key, value in (("collection", settings.collection),
-                                             ("database", settings.database)) if value is not None}
-    spec = resolve_store(settings.store, **options)
+    spec = resolve_store(settings.store, settings.backend_options)
     with spec.open_reader() as reader:
         manifest = reader.manifest
     mean_bytes = manifest.stats.total_bytes / max(1, manifest.length)
     runs: dict[str, list[LoaderRun]] = {name: [] for name in LOADERS}
     for _ in range(repeats):
         for name in LOADERS:
-            runs[name].append(_run_in_child(name, settings))
+            runs[name].append(_run_in_child(name, spec, settings))
     summary: dict[str, Any] = {"store": spec.describe(), "records": manifest.length,
-                               "settings": asdict(settings), "repeats": repeats, "loaders": {}}
+                               "settings": settings.to_dict(), "repeats": repeats, "loaders": {}}
     for name, results in runs.items():
         rate = statistics.median(run.steady_samples_per_second for run in results)
         summary["loaders"][name] = {
@@ -91,10 +101,10 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
     return summary
 
 
-def _run_in_child(loader: str, settings: BenchSettings) -> LoaderRun:
+def _run_in_child(loader: str, spec: StoreSpec, settings: BenchSettings) -> LoaderRun:
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(loader, settings, sender), daemon=False)
+    process = context.Process(target=_child, args=(loader, spec, settings, sender), daemon=False)
     process.start()
     sender.close()
     try:
@@ -107,23 +117,21 @@ def _run_in_child(loader: str, settings: BenchSettings) -> LoaderRun:
     return result
 
 
-def _child(loader: str, settings: BenchSettings, sender: Any) -> None:
+def _child(loader: str, spec: StoreSpec, settings: BenchSettings, sender: Any) -> None:
     try:
-        sender.send(_measure(loader, settings))
+        sender.send(_measure(loader, spec, settings))
     except Exception as exc:  # reported to the parent, which raises
         sender.send(f"{type(exc).__name__}: {exc}")
     finally:
         sender.close()
 
 
-def _measure(loader_name: str, settings: BenchSettings) -> LoaderRun:
+def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> LoaderRun:
     import torch
 
     import datakit
 
-    options = {key: value for key, value in (("collection", settings.collection),
-                                             ("database", settings.database)) if value is not None}
-    dataset = datakit.StoreDataset(settings.store, output=settings.output, **options)  # type: ignore[arg-type]
+    dataset = datakit.StoreDataset(spec, output=settings.output)  # type: ignore[arg-type]
     loader_class: Any = torch.utils.data.DataLoader if loader_name == "torch" else datakit.DataLoader
     loader = loader_class(dataset, batch_size=settings.batch_size, shuffle=settings.shuffle,
                           num_workers=settings.workers, persistent_workers=settings.workers > 0,

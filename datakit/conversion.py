@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, cast
 
@@ -29,10 +29,10 @@ from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
 from datakit.manifest import Manifest, Stats
 from datakit.records import PayloadKind, seal_record
 from datakit.source import SourceEntry, scan_folder
-from datakit.stores import resolve_store
-from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter
+from datakit.stores import given_options, is_mongodb_uri, resolve_store
+from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreSpec, StoreWriter
 
-__all__ = ["convert", "ConversionReport", "SkippedFile", "ProgressCallback"]
+__all__ = ["convert", "resolve_destination", "ConversionReport", "SkippedFile", "ProgressCallback"]
 
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each source file is handled."""
@@ -122,7 +122,7 @@ class _ReadOutcome:
 
 def convert(
     src: str | os.PathLike[str],
-    dest: str | os.PathLike[str],
+    dest: StoreSpec | str | os.PathLike[str],
     *,
     collection: str | None = None,
     database: str | None = None,
@@ -140,7 +140,9 @@ def convert(
 
     Args:
         src: a folder laid out as ``src/<class>/**/<image>``.
-        dest: a filesystem path (LMDB) or a ``mongodb://`` URI.
+        dest: a filesystem path (LMDB), a ``mongodb://`` URI, or a store spec
+            (see :func:`resolve_destination`; ``collection`` and ``database``
+            then do not apply).
         collection: the MongoDB collection (default: the name of ``src``).
         database: the MongoDB database, when the URI names none.
         workers: reader processes; 1 reads in-process. By default the CPU
@@ -181,11 +183,7 @@ def convert(
         raise ValueError(f"workers must be at least 1, not {workers}")
     started = time.perf_counter()
     folder = scan_folder(src)
-    if collection is None and str(dest).startswith(("mongodb://", "mongodb+srv://")):
-        collection = os.path.basename(folder.root.rstrip(os.sep))
-    options = {key: value for key, value in (("collection", collection), ("database", database))
-               if value is not None}
-    spec = resolve_store(dest, **options)
+    spec = resolve_destination(folder.root, dest, given_options(collection=collection, database=database))
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
     settings = ConversionSettings(folder.root, folder.classes, kind.label)
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
@@ -223,6 +221,24 @@ def convert(
             + "; ".join(f"{item.path}: {item.reason}" for item in report.skipped[:5])
         )
     return report
+
+
+def resolve_destination(src: str | os.PathLike[str], dest: StoreSpec | str | os.PathLike[str],
+                        backend_options: Mapping[str, str]) -> StoreSpec:
+    """The store a conversion of the folder ``src`` writes into.
+
+    That is :func:`~datakit.stores.resolve_store` of ``dest`` with
+    ``backend_options``, except that a MongoDB collection defaults to the
+    name of ``src``. The CLI resolves its destination here, so that it hands
+    :func:`convert` one spec rather than each option by name.
+    """
+    if isinstance(dest, StoreSpec):
+        return dest
+    location = str(dest)
+    if is_mongodb_uri(location) and backend_options.get("collection") is None:
+        name = os.path.basename(os.path.abspath(os.fspath(src)).rstrip(os.sep))
+        backend_options = {**backend_options, "collection": name}
+    return resolve_store(location, backend_options)
 
 
 def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, *,

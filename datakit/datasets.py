@@ -33,7 +33,7 @@ from datakit.decode import (
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
 from datakit.manifest import Manifest, record_key
 from datakit.records import Record, decode_record
-from datakit.stores import resolve_store
+from datakit.stores import given_options, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
 
 __all__ = ["Output", "OnError", "StoreDataset", "LMDBDataset", "MongoDataset"]
@@ -66,6 +66,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         max_errors: with ``"skip"``, how many corrupt records each process may
             skip before :class:`~datakit.errors.ErrorBudgetExhausted` is raised;
             a store that is badly damaged should stop training, not be hidden.
+        **store_options: backend options for a location, such as
+            ``collection="train"`` for a MongoDB URI; they reach
+            :func:`~datakit.stores.resolve_store` as one mapping.
 
     Attributes:
         classes: class names; a label indexes this list.
@@ -95,7 +98,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.on_error: OnError = on_error
         self.max_errors = max_errors
         self.errors_skipped = 0
-        self.spec = resolve_store(store, **store_options)
+        self.spec = resolve_store(store, store_options)
         self.transform = transform
         self.target_transform = target_transform
         self.output: Output = output
@@ -321,5 +324,5 @@ class MongoDataset(StoreDataset):
     ) -> None:
         from datakit.stores.mongo import make_spec
 
-        super().__init__(make_spec(uri, collection=collection, database=database),
+        super().__init__(make_spec(uri, given_options(collection=collection, database=database)),
                          transform, target_transform, output, on_error, max_errors)

@@ -20,7 +20,7 @@ from datakit.decode import record_to_pil
 from datakit.errors import DatakitError, IncompleteStoreError
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.records import decode_record
-from datakit.stores import resolve_store
+from datakit.stores import given_options, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
 
 __all__ = ["inspect", "verify_records", "draw_preview"]
@@ -42,7 +42,7 @@ def inspect(
 
     Args:
         store: a path (LMDB), a ``mongodb://`` URI, or a store spec.
-        collection, database: MongoDB only.
+        collection, database: MongoDB only; they do not apply to a spec.
         verify: check every record's checksum and decode every image. The
             result's ``verify`` entry lists each bad record's key and reason.
         preview: write a PNG grid of labelled thumbnails to this path.
@@ -55,9 +55,7 @@ def inspect(
         ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
         ``datakit_version``, plus ``verify`` and ``preview`` when asked for.
     """
-    options = {key: value for key, value in (("collection", collection), ("database", database))
-               if value is not None}
-    spec = resolve_store(store, **options)
+    spec = resolve_store(store, given_options(collection=collection, database=database))
     try:
         reader = spec.open_reader()
     except IncompleteStoreError as exc:

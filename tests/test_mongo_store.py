@@ -88,7 +88,7 @@ def test_collection_defaults_to_the_folder_name_and_database_option(mongo_uri, l
 
 def test_get_many_restores_order_with_duplicates(location, image_folder):
     datakit.convert(image_folder, location["uri"], collection=location["collection"], workers=1)
-    spec = resolve_store(location["uri"], collection=location["collection"])
+    spec = resolve_store(location["uri"], {"collection": location["collection"]})
     with spec.open_reader() as reader:
         every = dict(reader.iter_records())
         assert list(every) == list(range(GOOD))

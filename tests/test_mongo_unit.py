@@ -56,9 +56,9 @@ def test_uri_database_and_options():
 
 
 def test_make_spec_takes_the_database_from_the_uri_or_the_option():
-    assert make_spec("mongodb://h:1/db", collection="c") == MongoSpec("mongodb://h:1/db", "c", "db")
-    assert make_spec("mongodb://h:1/db", collection="c", database="other").database == "other"
-    assert make_spec("mongodb://h:1", collection="c", database="d").database == "d"
+    assert make_spec("mongodb://h:1/db", {"collection": "c"}) == MongoSpec("mongodb://h:1/db", "c", "db")
+    assert make_spec("mongodb://h:1/db", {"collection": "c", "database": "other"}).database == "other"
+    assert make_spec("mongodb://h:1", {"collection": "c", "database": "d"}).database == "d"
 
 
 @pytest.mark.parametrize(("uri", "options", "message"), [
@@ -71,12 +71,12 @@ def test_make_spec_takes_the_database_from_the_uri_or_the_option():
 ])
 def test_make_spec_rejects_what_cannot_name_a_store(uri, options, message):
     with pytest.raises(StoreError, match=message):
-        resolve_store(uri, **options)
+        resolve_store(uri, options)
 
 
 def test_spec_is_picklable_opens_no_client_and_never_shows_the_password():
     clients_before = len(MongoClient._clients)
-    spec = resolve_store(f"mongodb://ann:{SECRET}@h:1/db?w=1", collection="train")
+    spec = resolve_store(f"mongodb://ann:{SECRET}@h:1/db?w=1", {"collection": "train"})
     assert isinstance(spec, MongoSpec)
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert len(MongoClient._clients) == clients_before
@@ -198,7 +198,7 @@ def write_store(spec: MongoSpec, count: int) -> list[bytes]:
 
 
 def test_get_many_restores_the_requested_order_from_one_query(mock_server, monkeypatch):
-    spec = make_spec("mongodb://mock/db", collection="c")
+    spec = make_spec("mongodb://mock/db", {"collection": "c"})
     records = write_store(spec, 10)
     queries: list[Any] = []
     original_find = mongomock.collection.Collection.find
@@ -221,7 +221,7 @@ def test_get_many_restores_the_requested_order_from_one_query(mock_server, monke
 
 
 def test_reader_retries_a_flaky_find(mock_server, monkeypatch, sleeps):
-    spec = make_spec("mongodb://mock/db", collection="c")
+    spec = make_spec("mongodb://mock/db", {"collection": "c"})
     records = write_store(spec, 6)
     original_find = mongomock.collection.Collection.find
     failures = {"left": 3}

@@ -13,11 +13,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def store_options(command: F) -> F:
-    """``--collection`` and ``--database``, for MongoDB locations."""
-    command = click.option("--database", metavar="NAME",
+    """``--collection`` and ``--database``, for MongoDB locations.
+
+    The command receives them as one mapping, ``backend_options``, holding the
+    options given (none for an LMDB path), which it passes on as it is: the
+    layers down to :func:`datakit.stores.resolve_store` never name them.
+    """
+    command = click.option("--database", metavar="NAME", expose_value=False, callback=_collect,
                            help="MongoDB database, when the URI names none.")(command)
-    return click.option("--collection", metavar="NAME",
+    return click.option("--collection", metavar="NAME", expose_value=False, callback=_collect,
                         help="MongoDB collection (convert: defaults to SRC's folder name).")(command)
+
+
+def _collect(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Add a store option to the command's ``backend_options`` (click calls this for each,
+    given or not)."""
+    options: dict[str, str] = ctx.params.setdefault("backend_options", {})
+    if value is not None and param.name is not None:
+        options[param.name] = value
 
 
 def output_options(command: F) -> F:

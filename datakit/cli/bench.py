@@ -25,9 +25,8 @@ __all__ = ["bench_command"]
 @click.option("--output", "output_kind", type=click.Choice(["tensor", "numpy", "bytes", "pil"]),
               default="tensor", show_default=True, help="What the dataset yields per sample.")
 @output_options
-def bench_command(store: str, collection: str | None, database: str | None, batch_size: int,
-                  workers: int, epochs: int, repeats: int, output_kind: str, as_json: bool,
-                  quiet: bool) -> None:
+def bench_command(store: str, backend_options: dict[str, str], batch_size: int, workers: int,
+                  epochs: int, repeats: int, output_kind: str, as_json: bool, quiet: bool) -> None:
     """Read STORE with torch's DataLoader and datakit's, alternating, and compare.
 
     Each run is a fresh process; reported are samples/s and MB/s after the
@@ -39,7 +38,8 @@ def bench_command(store: str, collection: str | None, database: str | None, batc
     if output_kind == "pil":
         raise click.UsageError("--output pil cannot be batched by the default collate; "
                                "use tensor, numpy or bytes")
-    settings = BenchSettings(store, collection, database, batch_size, workers, epochs, output_kind)
+    settings = BenchSettings(store, backend_options, batch_size=batch_size, workers=workers, epochs=epochs,
+                             output=output_kind)
     output = Output(json=as_json, quiet=quiet)
     output.note(f"benchmarking {store}: {repeats} alternating runs of {epochs} epoch(s) per loader...")
     Output(json=as_json, quiet=quiet).result(run_benchmark(settings, repeats), _render)

@@ -30,23 +30,24 @@ _SHOWN_SKIPS = 50
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file was skipped.")
 @output_options
-def convert_command(src: str, dest: str, collection: str | None, database: str | None,
-                    workers: int | None, verify: bool, payload_format: str, resume: bool,
-                    overwrite: bool, strict: bool, as_json: bool, quiet: bool) -> None:
+def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
+                    verify: bool, payload_format: str, resume: bool, overwrite: bool, strict: bool,
+                    as_json: bool, quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     DEST is a path for an LMDB store, or a mongodb:// URI for a MongoDB
     collection. Unreadable or broken images are skipped and listed; the
     conversion can be killed at any time and finished with --resume.
     """
-    from datakit.conversion import convert
+    from datakit.conversion import convert, resolve_destination
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other; choose one")
+    spec = resolve_destination(src, dest, backend_options)
     output = Output(json=as_json, quiet=quiet)
     with output.progress("converting") as progress:
-        report = convert(src, dest, collection=collection, database=database, workers=workers,
-                         verify=verify, format=payload_format,  # type: ignore[arg-type]
+        report = convert(src, spec, workers=workers, verify=verify,
+                         format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, progress=progress)
     output.result(report.to_dict(), _render)
     if strict and report.skipped:

@@ -23,16 +23,17 @@ _SHOWN_BAD = 50
 @click.option("--preview-count", type=click.IntRange(min=1), default=36, show_default=True,
               help="Samples on the preview sheet.")
 @output_options
-def inspect_command(store: str, collection: str | None, database: str | None, verify: bool,
-                    preview: str | None, preview_count: int, as_json: bool, quiet: bool) -> None:
+def inspect_command(store: str, backend_options: dict[str, str], verify: bool, preview: str | None,
+                    preview_count: int, as_json: bool, quiet: bool) -> None:
     """Summarise STORE (a path, or a mongodb:// URI with --collection).
 
     Exits with status 1 when --verify finds a bad record.
     """
     from datakit.inspection import inspect
+    from datakit.stores import resolve_store
 
-    summary = inspect(store, collection=collection, database=database, verify=verify,
-                      preview=preview, preview_count=preview_count)
+    summary = inspect(resolve_store(store, backend_options), verify=verify, preview=preview,
+                      preview_count=preview_count)
     Output(json=as_json, quiet=quiet).result(summary, _render)
     bad = summary.get("verify", {}).get("bad")
     if bad:

@@ -14,13 +14,14 @@ A backend is three pieces, listed in the registry (``datakit.stores``):
 Record bytes are produced and parsed by :mod:`datakit.records` only; a backend
 never looks inside them. Backends also share here the checks a resumed store's
 statistics must pass (:func:`stats_fit`), the message that refuses an
-incomplete store (:func:`incomplete_message`).
+incomplete store (:func:`incomplete_message`), and the check of option names
+(:func:`check_option_names`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "CommittedState",
     "stats_fit",
     "incomplete_message",
+    "check_option_names",
 ]
 
 
@@ -266,3 +268,14 @@ def incomplete_message(spec: StoreSpec, source: object) -> str:
         f"{spec.command_arguments()} --resume`"
     )
 
+
+def check_option_names(options: Mapping[str, object], accepted: Collection[str]) -> None:
+    """Refuse an option a backend does not know, as a call with an unknown keyword would.
+
+    Raises:
+        TypeError: an option's name is not in ``accepted``.
+    """
+    for name in options:
+        if name not in accepted:
+            raise TypeError(f"unknown store option {name!r}; the options are "
+                            + ", ".join(repr(known) for known in sorted(accepted)))

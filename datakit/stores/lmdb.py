@@ -25,7 +25,7 @@ import contextlib
 import json
 import os
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,7 @@ from datakit.stores.base import (
     StoreReader,
     StoreSpec,
     StoreWriter,
+    check_option_names,
     incomplete_message,
     stats_fit,
 )
@@ -64,9 +65,22 @@ _DATA_FILES = ("data.mdb", "lock.mdb")
 _INITIAL_MAP_SIZE = 64 << 20
 
 
-def make_spec(location: str, collection: str | None = None, database: str | None = None) -> LMDBSpec:
-    """Registry entry point: an LMDB store at the path ``location``."""
-    if collection is not None or database is not None:
+_MONGODB_OPTIONS = ("collection", "database")
+
+
+def make_spec(location: str, backend_options: Mapping[str, str] | None = None) -> LMDBSpec:
+    """Registry entry point: an LMDB store at the path ``location``.
+
+    An LMDB store takes no option; MongoDB's, given with a path, are refused
+    with a message that says they need a URI.
+
+    Raises:
+        StoreError: ``collection`` or ``database`` was given.
+        TypeError: an option no backend knows.
+    """
+    options = backend_options or {}
+    check_option_names(options, _MONGODB_OPTIONS)
+    if any(options.get(name) is not None for name in _MONGODB_OPTIONS):
         raise StoreError(
             f"{location!r} is a filesystem path (an LMDB store); --collection and --database "
             "apply only to mongodb:// URIs"

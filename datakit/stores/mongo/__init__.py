@@ -1,6 +1,6 @@
 """MongoDB backend: a store is one collection of a database, plus sidecar documents.
 
-``make_spec("mongodb://host:27017/db", collection="train")`` describes the
+``make_spec("mongodb://host:27017/db", {"collection": "train"})`` describes the
 store; :class:`MongoSpec` is a frozen, picklable dataclass holding no client.
 A client is opened by the reader or writer, in the process that uses it (see
 :mod:`datakit.stores.mongo.connection`). The layout is described in
@@ -9,9 +9,11 @@ A client is opened by the reader or writer, in the process that uses it (see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from datakit.errors import StoreError
+from datakit.stores.base import check_option_names
 from datakit.stores.mongo.connection import mask_uri, uri_database
 from datakit.stores.mongo.layout import RESERVED_COLLECTIONS
 from datakit.stores.mongo.location import MongoLocation
@@ -20,22 +22,27 @@ from datakit.stores.mongo.writer import MongoWriter
 
 __all__ = ["MongoSpec", "MongoReader", "MongoWriter", "make_spec"]
 
+_OPTIONS = ("collection", "database")
 _BAD_DATABASE_CHARACTERS = '/\\. "$\0'
 
 
-def make_spec(location: str, collection: str | None = None, database: str | None = None) -> MongoSpec:
-    """Registry entry point: the store in ``collection`` of the server at ``location``.
+def make_spec(location: str, backend_options: Mapping[str, str] | None = None) -> MongoSpec:
+    """Registry entry point: the store in a collection of the server at ``location``.
 
     Args:
         location: a ``mongodb://`` or ``mongodb+srv://`` URI; its path may
             name the database (``mongodb://host:27017/imagenet``).
-        collection: the collection holding the samples (required).
-        database: the database; overrides the one in the URI. One of the two
-            must name it.
+        backend_options: ``collection``, the collection holding the samples
+            (required), and ``database``, which overrides the one in the URI
+            (one of the two must name it).
 
     Raises:
         StoreError: no collection or no database was given, or a name is invalid.
+        TypeError: an option other than these two.
     """
+    options = backend_options or {}
+    check_option_names(options, _OPTIONS)
+    collection, database = options.get("collection"), options.get("database")
     masked = mask_uri(location)
     if not collection:
         raise StoreError(f"{masked}: a MongoDB store needs a collection; pass --collection NAME "
