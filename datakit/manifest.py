@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from datakit.errors import StoreError
 from datakit.records import FORMAT_VERSION, PayloadKind, check_format_version
+from datakit.version import __version__
 
 __all__ = ["KEY_DIGITS", "record_key", "Stats", "Manifest"]
 
@@ -87,7 +88,7 @@ class Manifest:
     skipped: int
     source: str
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    datakit_version: str = field(default_factory=lambda: _datakit_version())
+    datakit_version: str = __version__
     format_version: int = FORMAT_VERSION
     keys: dict[str, Any] = field(default_factory=lambda: {"scheme": "index", "digits": KEY_DIGITS})
 
@@ -163,9 +164,3 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
             raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}")
         values[f.name] = value
     return cls(**values)
-
-
-def _datakit_version() -> str:
-    from datakit import __version__
-
-    return __version__
