@@ -6,14 +6,14 @@ import threading
 
 import pytest
 import torch
-from _loader_datasets import FailingDataset, ImageDataset, NestedDataset, RangeDataset
-from _loader_helpers import assert_same
 
 import datakit
 from datakit.loader import dataloader as dataloader_module
 from datakit.loader.device import CpuBackend
 from datakit.loader.pinning import iter_tensors
 from datakit.loader.staging import DeviceStager, PinnedRing
+from tests.loader._loader_datasets import FailingDataset, ImageDataset, NestedDataset, RangeDataset
+from tests.loader._loader_helpers import assert_same
 
 
 def batches(count: int, size: int = 4) -> list[dict]:
