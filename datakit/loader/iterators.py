@@ -25,8 +25,9 @@ import torch
 
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
+from datakit.loader.nested import map_tensors
 from datakit.loader.ordering import END, Delivery, TaskLedger
-from datakit.loader.pinning import map_tensors, pin_loop
+from datakit.loader.pinning import pin_loop
 from datakit.loader.pool import WorkerPool
 from datakit.loader.protocol import Exhausted, Resume, ThreadFailed
 from datakit.loader.slots import BatchInSlot, BatchSlots, SlotFetcher, SlotTask, batch_sample_shape
