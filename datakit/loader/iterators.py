@@ -29,8 +29,8 @@ from datakit.loader.nested import map_tensors
 from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import pin_loop
 from datakit.loader.pool import WorkerPool
-from datakit.loader.protocol import Exhausted, Resume, ThreadFailed
-from datakit.loader.slots import BatchInSlot, BatchSlots, SlotFetcher, SlotTask, batch_sample_shape
+from datakit.loader.protocol import BatchInSlot, Exhausted, Resume, SlotTask, ThreadFailed
+from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
 from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
 from datakit.loader.worker import WorkerConfig
 
