@@ -22,7 +22,7 @@ from datakit.loader.collate import default_collate, default_convert
 from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, select_backend
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
 from datakit.loader.resume import EpochKeeper
-from datakit.loader.samplers import BatchSampler, RandomSampler, SequentialSampler
+from datakit.loader.samplers import BatchSampler, InfiniteConstantSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader"]
 
@@ -32,14 +32,6 @@ T = TypeVar("T")
 _FROZEN_ATTRIBUTES = frozenset(
     {"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"}
 )
-
-
-class _InfiniteConstantSampler(Sampler[None]):
-    """Yields None forever: the "indices" of an iterable dataset."""
-
-    def __iter__(self) -> Any:
-        while True:
-            yield None
 
 
 class DataLoader(Generic[T]):
@@ -169,7 +161,7 @@ class DataLoader(Generic[T]):
 
         if sampler is None:
             if self._is_iterable:
-                sampler = _InfiniteConstantSampler()
+                sampler = InfiniteConstantSampler()
             elif shuffle:
                 sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
             else:

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.nested import map_tensors
@@ -32,7 +30,7 @@ from datakit.loader.pool import WorkerPool
 from datakit.loader.protocol import BatchInSlot, Exhausted, Resume, SlotTask, ThreadFailed
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
 from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
-from datakit.loader.worker import WorkerConfig
+from datakit.loader.worker import WorkerConfig, draw_base_seed
 
 if TYPE_CHECKING:
     from datakit.loader.dataloader import DataLoader
@@ -43,11 +41,6 @@ __all__ = ["SingleProcessIterator", "MultiProcessIterator"]
 _POLL_SECONDS = 0.5
 # Extra ring slots beyond the tasks in flight: one being filled, one spare.
 _RING_SPARE_SLOTS = 2
-
-
-def draw_base_seed(generator: torch.Generator | None) -> int:
-    """One int64 draw from ``generator`` (or the global RNG), as torch's iterators do."""
-    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 class _BaseIterator:

@@ -22,10 +22,9 @@ from torch.utils.data import BatchSampler as TorchBatchSampler
 from torch.utils.data import DistributedSampler as TorchDistributedSampler
 from torch.utils.data import SequentialSampler as TorchSequentialSampler
 
-from datakit.loader.distributed import _ShardedSampler
-from datakit.loader.iterators import draw_base_seed
+from datakit.loader.distributed import ShardedSampler
 from datakit.loader.progress import PassProgress
-from datakit.loader.samplers import BatchSampler, SequentialSampler
+from datakit.loader.samplers import BatchSampler, InfiniteConstantSampler, SequentialSampler
 from datakit.loader.state import (
     BEFORE_BASE_SEED,
     BEFORE_SAMPLER,
@@ -33,6 +32,7 @@ from datakit.loader.state import (
     decode_generator_state,
     encode_generator_state,
 )
+from datakit.loader.worker import draw_base_seed
 
 if TYPE_CHECKING:
     from datakit.loader.dataloader import DataLoader
@@ -45,12 +45,13 @@ GLOBAL = "global"
 
 # Samplers whose order draws from no shared generator.
 _DETERMINISTIC = (
+    InfiniteConstantSampler,
     TorchSequentialSampler,
     TorchDistributedSampler,
     TorchBatchSampler,
     SequentialSampler,
     BatchSampler,  # the sampler it wraps is checked on its own
-    _ShardedSampler,
+    ShardedSampler,
 )
 
 
@@ -70,9 +71,7 @@ def _sampler_chain(loader: DataLoader[Any]) -> dict[str, Any]:
 
 
 def _draws_from_global_rng(sampler: Any) -> bool:
-    if isinstance(sampler, (range, list, tuple, _DETERMINISTIC)) or type(sampler).__name__.startswith(
-        "_InfiniteConstant"
-    ):
+    if isinstance(sampler, (range, list, tuple, _DETERMINISTIC)):
         return False
     return getattr(sampler, "generator", None) is None
 
@@ -119,10 +118,10 @@ def _epoch_targets(loader: DataLoader[Any]) -> list[Any]:
     ]
 
 
-def _self_resuming_sampler(loader: DataLoader[Any]) -> _ShardedSampler | None:
+def _self_resuming_sampler(loader: DataLoader[Any]) -> ShardedSampler | None:
     """The loader's sampler when it resumes itself: sharded, with batches of a known size."""
     sampler = loader.sampler
-    if isinstance(sampler, _ShardedSampler) and (loader.batch_size is not None or not loader._auto_collation):
+    if isinstance(sampler, ShardedSampler) and (loader.batch_size is not None or not loader._auto_collation):
         return sampler
     return None
 

@@ -25,7 +25,7 @@ from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
 from datakit.loader.protocol import STOP, Exhausted, Resume
 
-__all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "numpy_seed"]
+__all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "draw_base_seed", "numpy_seed"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,15 @@ class WorkerConfig:
     def new_fetcher(self, dataset: Any) -> Fetcher:
         """Builds a fetcher over ``dataset`` (this process's copy)."""
         return self.make_fetcher(dataset, self.collate_fn, self.auto_collation, self.drop_last)
+
+
+def draw_base_seed(generator: torch.Generator | None) -> int:
+    """The workers' base seed: one int64 draw from ``generator`` (or the global RNG), as torch's iterators do.
+
+    Drawn in the main process when an iterator starts (and again when a
+    resumed pass restores the generators to before that draw).
+    """
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 def numpy_seed(base_seed: int, worker_id: int) -> list[int]:
