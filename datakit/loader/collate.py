@@ -88,6 +88,7 @@ def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
     if first.device.type == "cpu" and _in_worker_process():
         # Allocate the result in shared memory so it crosses the process boundary as a handle.
         numel = sum(item.numel() for item in batch)
+        # import-graph: allow-private: torch's default_collate allocates its shared storage this way
         storage = first._typed_storage()._new_shared(numel, device=first.device)  # type: ignore[no-untyped-call]
         out = first.new(storage).resize_(len(batch), *first.shape)
     return torch.stack(list(batch), 0, out=out)

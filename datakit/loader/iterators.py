@@ -19,21 +19,20 @@ import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.nested import map_tensors
 from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import pin_loop
+from datakit.loader.plan import LoaderPlan
 from datakit.loader.pool import WorkerPool
 from datakit.loader.protocol import BatchInSlot, Exhausted, Resume, SlotTask, ThreadFailed
+from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
 from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
 from datakit.loader.worker import WorkerConfig, draw_base_seed
-
-if TYPE_CHECKING:
-    from datakit.loader.dataloader import DataLoader
 
 __all__ = ["SingleProcessIterator", "MultiProcessIterator"]
 
@@ -46,23 +45,24 @@ _RING_SPARE_SLOTS = 2
 class _BaseIterator:
     """What both iterators share: sampler iteration, seeding, pinning and staging."""
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        self._dataset = loader.dataset
-        self._is_iterable = loader._is_iterable
-        self._auto_collation = loader._auto_collation
-        self._index_sampler = loader._index_sampler
-        self._drop_last = loader.drop_last
-        self._collate_fn = loader.collate_fn
-        self._reported_length = loader._IterableDataset_len_called
-        self._progress = loader._epochs.begin_pass(loader)  # sets the epoch on the samplers
+    def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
+        self._epochs = epochs
+        self._dataset = plan.dataset
+        self._is_iterable = plan.is_iterable
+        self._auto_collation = plan.auto_collation
+        self._index_sampler = plan.index_sampler
+        self._drop_last = plan.drop_last
+        self._collate_fn = plan.collate_fn
+        self._reported_length = plan.reported_length
+        self._progress = epochs.begin_pass(plan)  # sets the epoch on the samplers
         self._sampler_iter = iter(self._index_sampler)
-        self._base_seed = draw_base_seed(loader.generator)
-        self._sampler_iter, self._base_seed = loader._epochs.start_pass(
-            loader, self._progress, self._sampler_iter, self._base_seed
+        self._base_seed = draw_base_seed(plan.generator)
+        self._sampler_iter, self._base_seed = epochs.start_pass(
+            plan, self._progress, self._sampler_iter, self._base_seed
         )  # a resumed pass: generators put back, delivered batches skipped
         self._num_yielded = 0
-        self._backend = loader._device_backend
-        self._pin_backend = loader._pin_backend
+        self._backend = plan.device_backend
+        self._pin_backend = plan.pin_backend
         self._ring: PinnedRing | None = None
         self._stager: DeviceStager | None = None
 
@@ -111,13 +111,21 @@ class _BaseIterator:
             )
         return data
 
-    def _reset(self, loader: DataLoader[Any]) -> None:
-        self._progress = loader._epochs.begin_pass(loader)
-        self._sampler_iter, _ = loader._epochs.start_pass(
-            loader, self._progress, iter(self._index_sampler), self._base_seed
+    def restart(self, plan: LoaderPlan) -> None:
+        """Starts the next pass over the same index sampler and workers (persistent workers).
+
+        Args:
+            plan: The loader's plan now. The epoch keeper reads its samplers and
+                generators, and its ``reported_length`` applies to the new pass;
+                the workers, their base seed and their settings stay those of
+                the first pass, as in torch.
+        """
+        self._progress = self._epochs.begin_pass(plan)
+        self._sampler_iter, _ = self._epochs.start_pass(
+            plan, self._progress, iter(self._index_sampler), self._base_seed
         )  # the workers keep the base seed they were started with
         self._num_yielded = 0
-        self._reported_length = loader._IterableDataset_len_called
+        self._reported_length = plan.reported_length
         if self._stager is not None:
             self._stager.reset()
 
@@ -125,8 +133,8 @@ class _BaseIterator:
 class SingleProcessIterator(_BaseIterator):
     """Fetches every batch in the calling process (``num_workers=0``)."""
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        super().__init__(loader)
+    def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
+        super().__init__(plan, epochs)
         self._fetcher = self._make_fetcher()(
             self._dataset, self._collate_fn, self._auto_collation, self._drop_last
         )
@@ -212,15 +220,15 @@ def _pin_result(slots: BatchSlots | None, pin: Callable[[Any], Any], task_id: in
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        super().__init__(loader)
-        assert loader.prefetch_factor is not None and loader.prefetch_factor > 0, "validated by DataLoader"
-        self._persistent = loader.persistent_workers
-        self._timeout = float(loader.timeout)
+    def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
+        super().__init__(plan, epochs)
+        assert plan.prefetch_factor is not None and plan.prefetch_factor > 0, "validated by DataLoader"
+        self._persistent = plan.persistent_workers
+        self._timeout = float(plan.timeout)
         self._epoch = 0
         self._ended = False
-        self._ledger = TaskLedger(loader.num_workers, loader.prefetch_factor, loader.in_order)
-        self._slots = self._make_slots(loader)
+        self._ledger = TaskLedger(plan.num_workers, plan.prefetch_factor, plan.in_order)
+        self._slots = self._make_slots(plan)
         make_fetcher = self._make_fetcher()
         if self._slots is not None:
             make_fetcher = functools.partial(SlotFetcher, buffers=self._slots.buffers)
@@ -231,10 +239,10 @@ class MultiProcessIterator(_BaseIterator):
             auto_collation=self._auto_collation,
             drop_last=self._drop_last,
             base_seed=self._base_seed,
-            num_workers=loader.num_workers,
-            worker_init_fn=loader.worker_init_fn,
+            num_workers=plan.num_workers,
+            worker_init_fn=plan.worker_init_fn,
         )
-        self._resources = _Resources(WorkerPool(config, _resolve_context(loader.multiprocessing_context)))
+        self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
         self._start_staging(self._ledger.capacity + _RING_SPARE_SLOTS)
@@ -261,14 +269,14 @@ class MultiProcessIterator(_BaseIterator):
             thread.start()
         self._fill()
 
-    def _make_slots(self, loader: DataLoader[Any]) -> BatchSlots | None:
+    def _make_slots(self, plan: LoaderPlan) -> BatchSlots | None:
         """Shared-memory batch slots, when the dataset can decode batches into them."""
         if self._is_iterable:
             return None
-        shape = batch_sample_shape(self._dataset, loader.batch_size, self._collate_fn, self._auto_collation)
-        if shape is None or loader.batch_size is None:
+        shape = batch_sample_shape(self._dataset, plan.batch_size, self._collate_fn, self._auto_collation)
+        if shape is None or plan.batch_size is None:
             return None
-        return BatchSlots(self._ledger.capacity, loader.batch_size, shape)
+        return BatchSlots(self._ledger.capacity, plan.batch_size, shape)
 
     def _pin_function(self) -> Callable[[Any], Any] | None:
         done = self._resources.done
@@ -294,8 +302,9 @@ class MultiProcessIterator(_BaseIterator):
         for _ in range(self._ledger.capacity):
             self._try_put_index()
 
-    def _reset(self, loader: DataLoader[Any]) -> None:
-        super()._reset(loader)
+    def restart(self, plan: LoaderPlan) -> None:
+        """Starts the next pass with the same workers; on failure they are shut down."""
+        super().restart(plan)
         self._epoch += 1
         try:
             for worker_id in range(self._pool.num_workers):

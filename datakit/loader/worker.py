@@ -68,8 +68,9 @@ def _publish_to_torch(info: WorkerInfo) -> None:
     keeps its answer in a private module global, so this is best effort.
     """
     try:
-        from torch.utils.data._utils import worker as torch_worker
+        from torch.utils.data._utils import worker as torch_worker  # import-graph: allow-private
 
+        # import-graph: allow-private: torch's get_worker_info() reads this global; failures are caught
         torch_worker._worker_info = torch_worker.WorkerInfo(
             id=info.id, num_workers=info.num_workers, seed=info.seed, dataset=info.dataset
         )
