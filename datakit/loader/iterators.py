@@ -1,12 +1,14 @@
 """The loader's iterators: one pass (epoch) over the data.
 
+Both work from the :class:`~datakit.loader.plan.LoaderPlan` the loader gives
+them, and report each pass to its :class:`~datakit.loader.resume.EpochKeeper`.
 :class:`SingleProcessIterator` fetches in the calling thread;
 :class:`MultiProcessIterator` drives a :class:`~datakit.loader.pool.WorkerPool`
 with a :class:`~datakit.loader.ordering.TaskLedger`, optionally through a pin
-thread. Both optionally hand batches to a
-:class:`~datakit.loader.staging.DeviceStager`. Random numbers are drawn in the
-order torch's iterators draw them: the sampler iterator is created, then the
-base seed is drawn from the loader's generator, then indices are drawn.
+thread. Both deliver through a :class:`~datakit.loader.pipeline.BatchPipeline`
+(settle, pin, stage). Random numbers are drawn in the order torch's iterators
+draw them: the sampler iterator is created, then the base seed is drawn from
+the loader's generator, then indices are drawn.
 """
 
 from __future__ import annotations
@@ -23,27 +25,26 @@ from typing import Any
 
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
-from datakit.loader.nested import map_tensors
 from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import pin_loop
+from datakit.loader.pipeline import BatchPipeline
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.pool import WorkerPool
-from datakit.loader.protocol import BatchInSlot, Exhausted, Resume, SlotTask, ThreadFailed
+from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
 from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
-from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
 from datakit.loader.worker import WorkerConfig, draw_base_seed
 
 __all__ = ["SingleProcessIterator", "MultiProcessIterator"]
 
 # Seconds between liveness checks while waiting for a result.
 _POLL_SECONDS = 0.5
-# Extra ring slots beyond the tasks in flight: one being filled, one spare.
-_RING_SPARE_SLOTS = 2
 
 
 class _BaseIterator:
-    """What both iterators share: sampler iteration, seeding, pinning and staging."""
+    """What both iterators share: sampler iteration, seeding, and delivery through the pipeline."""
+
+    _pipeline: BatchPipeline  # set by each subclass once its parts exist
 
     def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
         self._epochs = epochs
@@ -61,15 +62,6 @@ class _BaseIterator:
             plan, self._progress, self._sampler_iter, self._base_seed
         )  # a resumed pass: generators put back, delivered batches skipped
         self._num_yielded = 0
-        self._backend = plan.device_backend
-        self._pin_backend = plan.pin_backend
-        self._ring: PinnedRing | None = None
-        self._stager: DeviceStager | None = None
-
-    def _start_staging(self, ring_slots: int) -> None:
-        if self._backend is not None:
-            self._ring = PinnedRing(self._backend, ring_slots)
-            self._stager = DeviceStager(self._backend, self._ring)
 
     def _make_fetcher(self) -> Callable[[Any, Callable[[Any], Any], bool, bool], Fetcher]:
         return IterableFetcher if self._is_iterable else MapFetcher
@@ -84,16 +76,12 @@ class _BaseIterator:
         raise TypeError(f"{type(self).__name__} cannot be pickled")
 
     def _next_data(self) -> Any:
-        raise NotImplementedError
-
-    def _next_staged_source(self) -> Pinned:
-        """The next batch for the stager, already in a ring slot."""
+        """The next batch, pinned (in a ring slot with a device)."""
         raise NotImplementedError
 
     def __next__(self) -> Any:
-        stager = self._stager
         try:
-            data = self._next_data() if stager is None else stager.next(self._next_staged_source)
+            data = self._pipeline.stage(self._next_data)
         except StopIteration:
             self._progress.record_end()
             raise
@@ -126,8 +114,7 @@ class _BaseIterator:
         )  # the workers keep the base seed they were started with
         self._num_yielded = 0
         self._reported_length = plan.reported_length
-        if self._stager is not None:
-            self._stager.reset()
+        self._pipeline.reset()
 
 
 class SingleProcessIterator(_BaseIterator):
@@ -138,7 +125,7 @@ class SingleProcessIterator(_BaseIterator):
         self._fetcher = self._make_fetcher()(
             self._dataset, self._collate_fn, self._auto_collation, self._drop_last
         )
-        self._start_staging(_RING_SPARE_SLOTS)
+        self._pipeline = BatchPipeline(plan.device_backend, plan.pin_backend)
 
     def _fetch_next(self) -> Any:
         indices = next(self._sampler_iter)
@@ -151,14 +138,7 @@ class SingleProcessIterator(_BaseIterator):
         return data
 
     def _next_data(self) -> Any:
-        data = self._fetch_next()
-        if self._pin_backend is not None:
-            data = map_tensors(data, self._pin_backend.pin)
-        return data
-
-    def _next_staged_source(self) -> Pinned:
-        assert self._ring is not None
-        return self._ring.pin(self._fetch_next())
+        return self._pipeline.pin(self._fetch_next())
 
 
 @dataclass
@@ -192,31 +172,6 @@ def _resolve_context(context: Any) -> Any:
     return multiprocessing.get_context(method)
 
 
-def _receive_settled(pool: WorkerPool, slots: BatchSlots | None, wait: float) -> tuple[int, Any] | None:
-    """One result from the workers, with a batch sent through a slot copied out of it."""
-    received = pool.receive(wait)
-    if received is None or slots is None:
-        return received
-    worker_id, (task_id, payload) = received
-    return worker_id, (task_id, slots.settle(task_id, payload))
-
-
-def _pin_result(slots: BatchSlots | None, pin: Callable[[Any], Any], task_id: int, payload: Any) -> Any:
-    """A worker's result as the pin thread delivers it: a batch pinned, anything else as it is.
-
-    A batch that came through a slot is pinned straight out of it: one copy
-    into page-locked memory, not a private copy and then a pinned one.
-    """
-    if slots is not None:
-        in_slot = isinstance(payload, BatchInSlot)
-        payload = slots.settle(task_id, payload, take=pin)
-        if in_slot:
-            return payload
-    if isinstance(payload, (WorkerFailure, Exhausted)):
-        return payload
-    return pin(payload)
-
-
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
@@ -245,22 +200,26 @@ class MultiProcessIterator(_BaseIterator):
         self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
-        self._start_staging(self._ledger.capacity + _RING_SPARE_SLOTS)
+        self._pipeline = BatchPipeline(
+            plan.device_backend,
+            plan.pin_backend,
+            in_flight=self._ledger.capacity,
+            slots=self._slots,
+            should_stop=self._resources.done.is_set,
+        )
         self._results: queue.Queue[Any] | None = None
-        pin = self._pin_function()
-        backend = self._backend if self._backend is not None else self._pin_backend
-        if pin is not None and backend is not None:
+        if self._pipeline.pins:
             self._results = queue.Queue()
             thread = threading.Thread(
                 target=pin_loop,
                 args=(
                     # nothing bound to the iterator: the thread must not keep it alive
                     self._pool.receive,
-                    functools.partial(_pin_result, self._slots, pin),
+                    self._pipeline.settle_and_pin,
                     self._results,
                     self._resources.done,
                     _POLL_SECONDS,
-                    backend.bind_thread,
+                    self._pipeline.bind_thread,
                 ),
                 name="datakit-loader-pin",
                 daemon=True,
@@ -277,16 +236,6 @@ class MultiProcessIterator(_BaseIterator):
         if shape is None or plan.batch_size is None:
             return None
         return BatchSlots(self._ledger.capacity, plan.batch_size, shape)
-
-    def _pin_function(self) -> Callable[[Any], Any] | None:
-        done = self._resources.done
-        if self._ring is not None:
-            ring = self._ring
-            return lambda batch: ring.pin(batch, should_stop=done.is_set)
-        if self._pin_backend is not None:
-            backend = self._pin_backend
-            return lambda batch: map_tensors(batch, backend.pin)
-        return None
 
     @property
     def is_closed(self) -> bool:
@@ -352,11 +301,11 @@ class MultiProcessIterator(_BaseIterator):
 
     def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
         if self._results is None:
-            received = _receive_settled(self._pool, self._slots, wait)
+            received = self._pool.receive(wait)
             if received is None:
                 return None
             worker_id, (task_id, payload) = received
-            return worker_id, task_id, payload
+            return worker_id, task_id, self._pipeline.settle(task_id, payload)
         try:
             item = self._results.get(timeout=wait)
         except queue.Empty:
@@ -389,7 +338,7 @@ class MultiProcessIterator(_BaseIterator):
                 self.shutdown()  # a dead worker, a timeout or a failed pin thread ends the epoch
                 raise
             if not self._ledger.is_current(task_id):
-                self._discard(payload)  # an answer to an earlier epoch's task
+                self._pipeline.discard(payload)  # an answer to an earlier epoch's task
             elif isinstance(payload, Exhausted):
                 self._ledger.record_exhausted(task_id, worker_id)
                 if not self._persistent:
@@ -400,11 +349,6 @@ class MultiProcessIterator(_BaseIterator):
                 if delivery is not None:
                     return self._process(delivery)
 
-    def _next_staged_source(self) -> Pinned:
-        pinned = self._next_data()
-        assert isinstance(pinned, Pinned), "with a device, the pin thread puts every batch in the ring"
-        return pinned
-
     def _process(self, delivery: Delivery) -> Any:
         self._try_put_index()
         self._progress.deliver(
@@ -413,10 +357,6 @@ class MultiProcessIterator(_BaseIterator):
         if isinstance(delivery.payload, WorkerFailure):
             delivery.payload.reraise()
         return delivery.payload
-
-    def _discard(self, payload: Any) -> None:
-        if isinstance(payload, Pinned) and self._ring is not None:
-            self._ring.release(payload.slot)
 
     def shutdown(self) -> None:
         """Stops the workers and the pin thread now; a later ``next()`` raises ``RuntimeError``."""

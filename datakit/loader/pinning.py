@@ -1,10 +1,11 @@
 """Pinning batches in page-locked memory, on a thread of its own.
 
 The pin thread sits between the workers and the main thread: it receives each
-result from the worker pool, pins it (or copies it into a reused pinned
-buffer when batches go on to a device, see :mod:`datakit.loader.staging`),
-and queues it for the main thread. Failures, including the pool's "a worker
-died", travel to the main thread as values.
+result from the worker pool, runs the settle and pin stages of the iterator's
+:class:`~datakit.loader.pipeline.BatchPipeline` on it (a pinned copy, or a
+copy into a reused pinned buffer when batches go on to a device, see
+:mod:`datakit.loader.staging`), and queues it for the main thread. Failures,
+including the pool's "a worker died", travel to the main thread as values.
 """
 
 from __future__ import annotations
