@@ -9,15 +9,16 @@ the bytes (see ``docs/loader.md``, "Worker to main path").
 from __future__ import annotations
 
 import collections.abc
-import copy
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["default_collate", "default_convert", "rebuild_mapping"]
+from datakit.loader.nested import map_nested, rebuild_mapping, rebuild_sequence
+
+__all__ = ["default_collate", "default_convert"]
 
 # numpy dtype kinds that hold strings or Python objects: not convertible to tensors.
 _STR_OR_OBJECT_DTYPE = re.compile("[SaUO]")
@@ -39,54 +40,6 @@ def _is_numpy_value(data: object) -> bool:
     return kind.__module__ == "numpy" and kind.__name__ not in ("str_", "string_", "bytes_")
 
 
-def _map_structure(data: Any, convert: Callable[[Any], Any]) -> Any:
-    """Rebuilds a mapping, namedtuple or sequence with ``convert`` applied to each element.
-
-    Keeps the container's type when it can be rebuilt, else falls back to a
-    plain ``dict``/``list``, as torch does. Returns ``data`` itself for leaves.
-    """
-    if isinstance(data, collections.abc.Mapping):
-        converted = {key: convert(data[key]) for key in data}
-        return rebuild_mapping(data, converted)
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(convert(item) for item in data))
-    if isinstance(data, tuple):
-        return [convert(item) for item in data]
-    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
-        return _rebuild_sequence(data, [convert(item) for item in data])
-    return data
-
-
-def rebuild_mapping(template: collections.abc.Mapping[Any, Any], values: dict[Any, Any]) -> Any:
-    """A mapping of ``template``'s type holding ``values`` (a plain dict if the type will not take them).
-
-    Shared with :func:`datakit.loader.pinning.map_tensors`, which rebuilds
-    batches the same way.
-    """
-    try:
-        if isinstance(template, collections.abc.MutableMapping):
-            clone = copy.copy(template)
-            clone.update(values)
-            return clone
-        rebuild: Any = type(template)
-        return rebuild(values)
-    except TypeError:
-        return values
-
-
-def _rebuild_sequence(template: Sequence[Any], values: list[Any]) -> Any:
-    try:
-        if isinstance(template, collections.abc.MutableSequence):
-            clone = copy.copy(template)
-            for position, value in enumerate(values):
-                clone[position] = value
-            return clone
-        rebuild: Any = type(template)
-        return rebuild(values)
-    except TypeError:
-        return values
-
-
 def default_convert(data: Any) -> Any:
     """Converts numpy arrays and numpy scalars inside ``data`` to tensors.
 
@@ -100,13 +53,17 @@ def default_convert(data: Any) -> Any:
     Returns:
         The sample with numpy values replaced by tensors.
     """
+    return map_nested(data, _convert_leaf)
+
+
+def _convert_leaf(data: Any) -> Any:
     if isinstance(data, torch.Tensor):
         return data
     if _is_numpy_value(data):
         if isinstance(data, np.ndarray) and _STR_OR_OBJECT_DTYPE.search(data.dtype.str):
             return data
         return torch.as_tensor(data)
-    return _map_structure(data, default_convert)
+    return data
 
 
 def _in_worker_process() -> bool:
@@ -131,6 +88,7 @@ def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
     if first.device.type == "cpu" and _in_worker_process():
         # Allocate the result in shared memory so it crosses the process boundary as a handle.
         numel = sum(item.numel() for item in batch)
+        # import-graph: allow-private: torch's default_collate allocates its shared storage this way
         storage = first._typed_storage()._new_shared(numel, device=first.device)  # type: ignore[no-untyped-call]
         out = first.new(storage).resize_(len(batch), *first.shape)
     return torch.stack(list(batch), 0, out=out)
@@ -150,7 +108,7 @@ def _collate_sequence(batch: Sequence[Sequence[Any]]) -> Any:
     columns = [default_collate(column) for column in zip(*batch, strict=False)]
     if isinstance(first, tuple):
         return columns
-    return _rebuild_sequence(first, columns)
+    return rebuild_sequence(first, columns)
 
 
 def default_collate(batch: Sequence[Any]) -> Any:

@@ -2,7 +2,8 @@
 
 This module only validates arguments (raising torch's errors for the same
 mistakes), builds the default sampler, batch sampler and collate function as
-torch does, and creates iterators; the work happens in
+torch does, and hands them to iterators as a
+:class:`~datakit.loader.plan.LoaderPlan`; the work happens in
 :mod:`datakit.loader.iterators` and below. See ``docs/loader.md``.
 """
 
@@ -21,8 +22,9 @@ from torch.utils.data import Dataset, IterableDataset, Sampler
 from datakit.loader.collate import default_collate, default_convert
 from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, select_backend
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
+from datakit.loader.plan import LoaderPlan
 from datakit.loader.resume import EpochKeeper
-from datakit.loader.samplers import BatchSampler, RandomSampler, SequentialSampler
+from datakit.loader.samplers import BatchSampler, InfiniteConstantSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader"]
 
@@ -32,14 +34,6 @@ T = TypeVar("T")
 _FROZEN_ATTRIBUTES = frozenset(
     {"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"}
 )
-
-
-class _InfiniteConstantSampler(Sampler[None]):
-    """Yields None forever: the "indices" of an iterable dataset."""
-
-    def __iter__(self) -> Any:
-        while True:
-            yield None
 
 
 class DataLoader(Generic[T]):
@@ -169,7 +163,7 @@ class DataLoader(Generic[T]):
 
         if sampler is None:
             if self._is_iterable:
-                sampler = _InfiniteConstantSampler()
+                sampler = InfiniteConstantSampler()
             elif shuffle:
                 sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
             else:
@@ -192,7 +186,7 @@ class DataLoader(Generic[T]):
         self._choose_backends()
         self._IterableDataset_len_called: int | None = None
         self._iterator: MultiProcessIterator | None = None
-        self._epochs = EpochKeeper(self)
+        self._epochs = EpochKeeper(self._plan())
         self.__initialized = True
         self._check_worker_count()
 
@@ -253,17 +247,40 @@ class DataLoader(Generic[T]):
     def _index_sampler(self) -> Any:
         return self.batch_sampler if self._auto_collation else self.sampler
 
+    def _plan(self) -> LoaderPlan:
+        """What the next pass works from: the loader's settings as they are now."""
+        return LoaderPlan(
+            dataset=self.dataset,
+            is_iterable=self._is_iterable,
+            sampler=self.sampler,
+            batch_sampler=self.batch_sampler,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            collate_fn=self.collate_fn,
+            generator=self.generator,
+            num_workers=self.num_workers,
+            prefetch_factor=self.prefetch_factor,
+            timeout=self.timeout,
+            worker_init_fn=self.worker_init_fn,
+            multiprocessing_context=self.multiprocessing_context,
+            persistent_workers=self.persistent_workers,
+            in_order=self.in_order,
+            device_backend=self._device_backend,
+            pin_backend=self._pin_backend,
+            reported_length=self._IterableDataset_len_called,
+        )
+
     def _make_iterator(self) -> SingleProcessIterator | MultiProcessIterator:
         if self.num_workers == 0:
-            return SingleProcessIterator(self)
-        return MultiProcessIterator(self)
+            return SingleProcessIterator(self._plan(), self._epochs)
+        return MultiProcessIterator(self._plan(), self._epochs)
 
     def __iter__(self) -> SingleProcessIterator | MultiProcessIterator:
         if self.persistent_workers and self.num_workers > 0:
             if self._iterator is None or self._iterator.is_closed:
-                self._iterator = MultiProcessIterator(self)
+                self._iterator = MultiProcessIterator(self._plan(), self._epochs)
             else:
-                self._iterator._reset(self)
+                self._iterator.restart(self._plan())
             return self._iterator
         return self._make_iterator()
 
@@ -279,7 +296,7 @@ class DataLoader(Generic[T]):
         Raises:
             TypeError: The dataset is an ``IterableDataset``.
         """
-        return self._epochs.state_dict(self)
+        return self._epochs.state_dict(self._plan())
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Makes the next ``iter()`` continue from ``state`` (from :meth:`state_dict`).
@@ -292,7 +309,7 @@ class DataLoader(Generic[T]):
                 version, or was saved with another kind of sampler.
             TypeError: The dataset is an ``IterableDataset``.
         """
-        self._epochs.load_state_dict(self, state)
+        self._epochs.load_state_dict(self._plan(), state)
 
     @property
     def epoch(self) -> int:

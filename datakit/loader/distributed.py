@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-__all__ = ["DistributedSampler", "DistributedWeightedSampler", "distributed_world"]
+__all__ = ["ShardedSampler", "DistributedSampler", "DistributedWeightedSampler", "distributed_world"]
 
 SAMPLER_STATE_VERSION = 1
 
@@ -43,8 +43,13 @@ def _seeded(seed: int) -> torch.Generator:
     return generator
 
 
-class _ShardedSampler(Sampler[int]):
-    """Shards a per-epoch global order across ranks; subclasses define the order."""
+class ShardedSampler(Sampler[int]):
+    """Shards a per-epoch global order across ranks; subclasses define the order.
+
+    The base of :class:`DistributedSampler` and :class:`DistributedWeightedSampler`.
+    Public so that the loader's resume logic can recognise a sampler that saves
+    and restores its own position (:meth:`state_after`, :meth:`load_state_dict`).
+    """
 
     def __init__(self, num_replicas: int | None, rank: int | None, seed: int, drop_last: bool) -> None:
         if num_replicas is None or rank is None:
@@ -162,7 +167,7 @@ class _ShardedSampler(Sampler[int]):
         self._yielded = 0
 
 
-class DistributedSampler(_ShardedSampler):
+class DistributedSampler(ShardedSampler):
     """Gives each of ``num_replicas`` ranks its own equal share of the dataset's indices.
 
     From a fresh epoch it yields what :class:`torch.utils.data.DistributedSampler`
@@ -214,7 +219,7 @@ class DistributedSampler(_ShardedSampler):
         return list(range(len(self.dataset)))
 
 
-class DistributedWeightedSampler(_ShardedSampler):
+class DistributedWeightedSampler(ShardedSampler):
     """Weighted random sampling sharded across ranks (what torch lacks: pytorch/pytorch#77154).
 
     Each epoch draws ``num_samples`` indices with the given weights from a

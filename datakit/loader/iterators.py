@@ -1,12 +1,14 @@
 """The loader's iterators: one pass (epoch) over the data.
 
+Both work from the :class:`~datakit.loader.plan.LoaderPlan` the loader gives
+them, and report each pass to its :class:`~datakit.loader.resume.EpochKeeper`.
 :class:`SingleProcessIterator` fetches in the calling thread;
 :class:`MultiProcessIterator` drives a :class:`~datakit.loader.pool.WorkerPool`
 with a :class:`~datakit.loader.ordering.TaskLedger`, optionally through a pin
-thread. Both optionally hand batches to a
-:class:`~datakit.loader.staging.DeviceStager`. Random numbers are drawn in the
-order torch's iterators draw them: the sampler iterator is created, then the
-base seed is drawn from the loader's generator, then indices are drawn.
+thread. Both deliver through a :class:`~datakit.loader.pipeline.BatchPipeline`
+(settle, pin, stage). Random numbers are drawn in the order torch's iterators
+draw them: the sampler iterator is created, then the base seed is drawn from
+the loader's generator, then indices are drawn.
 """
 
 from __future__ import annotations
@@ -19,63 +21,47 @@ import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import torch
+from typing import Any
 
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
-from datakit.loader.pinning import map_tensors, pin_loop
+from datakit.loader.pinning import pin_loop
+from datakit.loader.pipeline import BatchPipeline
+from datakit.loader.plan import LoaderPlan
 from datakit.loader.pool import WorkerPool
-from datakit.loader.protocol import Exhausted, Resume, ThreadFailed
-from datakit.loader.slots import BatchInSlot, BatchSlots, SlotFetcher, SlotTask, batch_sample_shape
-from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
-from datakit.loader.worker import WorkerConfig
-
-if TYPE_CHECKING:
-    from datakit.loader.dataloader import DataLoader
+from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
+from datakit.loader.resume import EpochKeeper
+from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
+from datakit.loader.worker import WorkerConfig, draw_base_seed
 
 __all__ = ["SingleProcessIterator", "MultiProcessIterator"]
 
 # Seconds between liveness checks while waiting for a result.
 _POLL_SECONDS = 0.5
-# Extra ring slots beyond the tasks in flight: one being filled, one spare.
-_RING_SPARE_SLOTS = 2
-
-
-def draw_base_seed(generator: torch.Generator | None) -> int:
-    """One int64 draw from ``generator`` (or the global RNG), as torch's iterators do."""
-    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 class _BaseIterator:
-    """What both iterators share: sampler iteration, seeding, pinning and staging."""
+    """What both iterators share: sampler iteration, seeding, and delivery through the pipeline."""
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        self._dataset = loader.dataset
-        self._is_iterable = loader._is_iterable
-        self._auto_collation = loader._auto_collation
-        self._index_sampler = loader._index_sampler
-        self._drop_last = loader.drop_last
-        self._collate_fn = loader.collate_fn
-        self._reported_length = loader._IterableDataset_len_called
-        self._progress = loader._epochs.begin_pass(loader)  # sets the epoch on the samplers
+    _pipeline: BatchPipeline  # set by each subclass once its parts exist
+
+    def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
+        self._epochs = epochs
+        self._dataset = plan.dataset
+        self._is_iterable = plan.is_iterable
+        self._auto_collation = plan.auto_collation
+        self._index_sampler = plan.index_sampler
+        self._drop_last = plan.drop_last
+        self._collate_fn = plan.collate_fn
+        self._reported_length = plan.reported_length
+        self._progress = epochs.begin_pass(plan)  # sets the epoch on the samplers
         self._sampler_iter = iter(self._index_sampler)
-        self._base_seed = draw_base_seed(loader.generator)
-        self._sampler_iter, self._base_seed = loader._epochs.start_pass(
-            loader, self._progress, self._sampler_iter, self._base_seed
+        self._base_seed = draw_base_seed(plan.generator)
+        self._sampler_iter, self._base_seed = epochs.start_pass(
+            plan, self._progress, self._sampler_iter, self._base_seed
         )  # a resumed pass: generators put back, delivered batches skipped
         self._num_yielded = 0
-        self._backend = loader._device_backend
-        self._pin_backend = loader._pin_backend
-        self._ring: PinnedRing | None = None
-        self._stager: DeviceStager | None = None
-
-    def _start_staging(self, ring_slots: int) -> None:
-        if self._backend is not None:
-            self._ring = PinnedRing(self._backend, ring_slots)
-            self._stager = DeviceStager(self._backend, self._ring)
 
     def _make_fetcher(self) -> Callable[[Any, Callable[[Any], Any], bool, bool], Fetcher]:
         return IterableFetcher if self._is_iterable else MapFetcher
@@ -90,16 +76,12 @@ class _BaseIterator:
         raise TypeError(f"{type(self).__name__} cannot be pickled")
 
     def _next_data(self) -> Any:
-        raise NotImplementedError
-
-    def _next_staged_source(self) -> Pinned:
-        """The next batch for the stager, already in a ring slot."""
+        """The next batch, pinned (in a ring slot with a device)."""
         raise NotImplementedError
 
     def __next__(self) -> Any:
-        stager = self._stager
         try:
-            data = self._next_data() if stager is None else stager.next(self._next_staged_source)
+            data = self._pipeline.stage(self._next_data)
         except StopIteration:
             self._progress.record_end()
             raise
@@ -117,26 +99,33 @@ class _BaseIterator:
             )
         return data
 
-    def _reset(self, loader: DataLoader[Any]) -> None:
-        self._progress = loader._epochs.begin_pass(loader)
-        self._sampler_iter, _ = loader._epochs.start_pass(
-            loader, self._progress, iter(self._index_sampler), self._base_seed
+    def restart(self, plan: LoaderPlan) -> None:
+        """Starts the next pass over the same index sampler and workers (persistent workers).
+
+        Args:
+            plan: The loader's plan now. The epoch keeper reads its samplers and
+                generators, and its ``reported_length`` applies to the new pass;
+                the workers, their base seed and their settings stay those of
+                the first pass, as in torch.
+        """
+        self._progress = self._epochs.begin_pass(plan)
+        self._sampler_iter, _ = self._epochs.start_pass(
+            plan, self._progress, iter(self._index_sampler), self._base_seed
         )  # the workers keep the base seed they were started with
         self._num_yielded = 0
-        self._reported_length = loader._IterableDataset_len_called
-        if self._stager is not None:
-            self._stager.reset()
+        self._reported_length = plan.reported_length
+        self._pipeline.reset()
 
 
 class SingleProcessIterator(_BaseIterator):
     """Fetches every batch in the calling process (``num_workers=0``)."""
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        super().__init__(loader)
+    def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
+        super().__init__(plan, epochs)
         self._fetcher = self._make_fetcher()(
             self._dataset, self._collate_fn, self._auto_collation, self._drop_last
         )
-        self._start_staging(_RING_SPARE_SLOTS)
+        self._pipeline = BatchPipeline(plan.device_backend, plan.pin_backend)
 
     def _fetch_next(self) -> Any:
         indices = next(self._sampler_iter)
@@ -149,14 +138,7 @@ class SingleProcessIterator(_BaseIterator):
         return data
 
     def _next_data(self) -> Any:
-        data = self._fetch_next()
-        if self._pin_backend is not None:
-            data = map_tensors(data, self._pin_backend.pin)
-        return data
-
-    def _next_staged_source(self) -> Pinned:
-        assert self._ring is not None
-        return self._ring.pin(self._fetch_next())
+        return self._pipeline.pin(self._fetch_next())
 
 
 @dataclass
@@ -190,43 +172,18 @@ def _resolve_context(context: Any) -> Any:
     return multiprocessing.get_context(method)
 
 
-def _receive_settled(pool: WorkerPool, slots: BatchSlots | None, wait: float) -> tuple[int, Any] | None:
-    """One result from the workers, with a batch sent through a slot copied out of it."""
-    received = pool.receive(wait)
-    if received is None or slots is None:
-        return received
-    worker_id, (task_id, payload) = received
-    return worker_id, (task_id, slots.settle(task_id, payload))
-
-
-def _pin_result(slots: BatchSlots | None, pin: Callable[[Any], Any], task_id: int, payload: Any) -> Any:
-    """A worker's result as the pin thread delivers it: a batch pinned, anything else as it is.
-
-    A batch that came through a slot is pinned straight out of it: one copy
-    into page-locked memory, not a private copy and then a pinned one.
-    """
-    if slots is not None:
-        in_slot = isinstance(payload, BatchInSlot)
-        payload = slots.settle(task_id, payload, take=pin)
-        if in_slot:
-            return payload
-    if isinstance(payload, (WorkerFailure, Exhausted)):
-        return payload
-    return pin(payload)
-
-
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        super().__init__(loader)
-        assert loader.prefetch_factor is not None and loader.prefetch_factor > 0, "validated by DataLoader"
-        self._persistent = loader.persistent_workers
-        self._timeout = float(loader.timeout)
+    def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
+        super().__init__(plan, epochs)
+        assert plan.prefetch_factor is not None and plan.prefetch_factor > 0, "validated by DataLoader"
+        self._persistent = plan.persistent_workers
+        self._timeout = float(plan.timeout)
         self._epoch = 0
         self._ended = False
-        self._ledger = TaskLedger(loader.num_workers, loader.prefetch_factor, loader.in_order)
-        self._slots = self._make_slots(loader)
+        self._ledger = TaskLedger(plan.num_workers, plan.prefetch_factor, plan.in_order)
+        self._slots = self._make_slots(plan)
         make_fetcher = self._make_fetcher()
         if self._slots is not None:
             make_fetcher = functools.partial(SlotFetcher, buffers=self._slots.buffers)
@@ -237,28 +194,32 @@ class MultiProcessIterator(_BaseIterator):
             auto_collation=self._auto_collation,
             drop_last=self._drop_last,
             base_seed=self._base_seed,
-            num_workers=loader.num_workers,
-            worker_init_fn=loader.worker_init_fn,
+            num_workers=plan.num_workers,
+            worker_init_fn=plan.worker_init_fn,
         )
-        self._resources = _Resources(WorkerPool(config, _resolve_context(loader.multiprocessing_context)))
+        self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
-        self._start_staging(self._ledger.capacity + _RING_SPARE_SLOTS)
+        self._pipeline = BatchPipeline(
+            plan.device_backend,
+            plan.pin_backend,
+            in_flight=self._ledger.capacity,
+            slots=self._slots,
+            should_stop=self._resources.done.is_set,
+        )
         self._results: queue.Queue[Any] | None = None
-        pin = self._pin_function()
-        backend = self._backend if self._backend is not None else self._pin_backend
-        if pin is not None and backend is not None:
+        if self._pipeline.pins:
             self._results = queue.Queue()
             thread = threading.Thread(
                 target=pin_loop,
                 args=(
                     # nothing bound to the iterator: the thread must not keep it alive
                     self._pool.receive,
-                    functools.partial(_pin_result, self._slots, pin),
+                    self._pipeline.settle_and_pin,
                     self._results,
                     self._resources.done,
                     _POLL_SECONDS,
-                    backend.bind_thread,
+                    self._pipeline.bind_thread,
                 ),
                 name="datakit-loader-pin",
                 daemon=True,
@@ -267,24 +228,14 @@ class MultiProcessIterator(_BaseIterator):
             thread.start()
         self._fill()
 
-    def _make_slots(self, loader: DataLoader[Any]) -> BatchSlots | None:
+    def _make_slots(self, plan: LoaderPlan) -> BatchSlots | None:
         """Shared-memory batch slots, when the dataset can decode batches into them."""
         if self._is_iterable:
             return None
-        shape = batch_sample_shape(self._dataset, loader.batch_size, self._collate_fn, self._auto_collation)
-        if shape is None or loader.batch_size is None:
+        shape = batch_sample_shape(self._dataset, plan.batch_size, self._collate_fn, self._auto_collation)
+        if shape is None or plan.batch_size is None:
             return None
-        return BatchSlots(self._ledger.capacity, loader.batch_size, shape)
-
-    def _pin_function(self) -> Callable[[Any], Any] | None:
-        done = self._resources.done
-        if self._ring is not None:
-            ring = self._ring
-            return lambda batch: ring.pin(batch, should_stop=done.is_set)
-        if self._pin_backend is not None:
-            backend = self._pin_backend
-            return lambda batch: map_tensors(batch, backend.pin)
-        return None
+        return BatchSlots(self._ledger.capacity, plan.batch_size, shape)
 
     @property
     def is_closed(self) -> bool:
@@ -300,8 +251,9 @@ class MultiProcessIterator(_BaseIterator):
         for _ in range(self._ledger.capacity):
             self._try_put_index()
 
-    def _reset(self, loader: DataLoader[Any]) -> None:
-        super()._reset(loader)
+    def restart(self, plan: LoaderPlan) -> None:
+        """Starts the next pass with the same workers; on failure they are shut down."""
+        super().restart(plan)
         self._epoch += 1
         try:
             for worker_id in range(self._pool.num_workers):
@@ -349,11 +301,11 @@ class MultiProcessIterator(_BaseIterator):
 
     def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
         if self._results is None:
-            received = _receive_settled(self._pool, self._slots, wait)
+            received = self._pool.receive(wait)
             if received is None:
                 return None
             worker_id, (task_id, payload) = received
-            return worker_id, task_id, payload
+            return worker_id, task_id, self._pipeline.settle(task_id, payload)
         try:
             item = self._results.get(timeout=wait)
         except queue.Empty:
@@ -386,7 +338,7 @@ class MultiProcessIterator(_BaseIterator):
                 self.shutdown()  # a dead worker, a timeout or a failed pin thread ends the epoch
                 raise
             if not self._ledger.is_current(task_id):
-                self._discard(payload)  # an answer to an earlier epoch's task
+                self._pipeline.discard(payload)  # an answer to an earlier epoch's task
             elif isinstance(payload, Exhausted):
                 self._ledger.record_exhausted(task_id, worker_id)
                 if not self._persistent:
@@ -397,11 +349,6 @@ class MultiProcessIterator(_BaseIterator):
                 if delivery is not None:
                     return self._process(delivery)
 
-    def _next_staged_source(self) -> Pinned:
-        pinned = self._next_data()
-        assert isinstance(pinned, Pinned), "with a device, the pin thread puts every batch in the ring"
-        return pinned
-
     def _process(self, delivery: Delivery) -> Any:
         self._try_put_index()
         self._progress.deliver(
@@ -410,10 +357,6 @@ class MultiProcessIterator(_BaseIterator):
         if isinstance(delivery.payload, WorkerFailure):
             delivery.payload.reraise()
         return delivery.payload
-
-    def _discard(self, payload: Any) -> None:
-        if isinstance(payload, Pinned) and self._ring is not None:
-            self._ring.release(payload.slot)
 
     def shutdown(self) -> None:
         """Stops the workers and the pin thread now; a later ``next()`` raises ``RuntimeError``."""

@@ -1,65 +1,24 @@
 """Pinning batches in page-locked memory, on a thread of its own.
 
 The pin thread sits between the workers and the main thread: it receives each
-result from the worker pool, pins it (or copies it into a reused pinned
-buffer when batches go on to a device, see :mod:`datakit.loader.staging`),
-and queues it for the main thread. Failures, including the pool's "a worker
-died", travel to the main thread as values.
+result from the worker pool, runs the settle and pin stages of the iterator's
+:class:`~datakit.loader.pipeline.BatchPipeline` on it (a pinned copy, or a
+copy into a reused pinned buffer when batches go on to a device, see
+:mod:`datakit.loader.staging`), and queues it for the main thread. Failures,
+including the pool's "a worker died", travel to the main thread as values.
 """
 
 from __future__ import annotations
 
-import collections.abc
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
-from datakit.loader.collate import rebuild_mapping
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.protocol import Result, ThreadFailed
 
-__all__ = ["map_tensors", "iter_tensors", "pin_loop"]
-
-
-def map_tensors(data: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """Applies ``fn`` to every tensor in a nested batch, keeping its structure.
-
-    Mappings, namedtuples, tuples and sequences are rebuilt with their own
-    type when possible (else as dict/list); other values are returned as they are.
-    """
-    if isinstance(data, torch.Tensor):
-        return fn(data)
-    if isinstance(data, (str, bytes)):
-        return data
-    if isinstance(data, collections.abc.Mapping):
-        return rebuild_mapping(data, {key: map_tensors(value, fn) for key, value in data.items()})
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(map_tensors(item, fn) for item in data))
-    if isinstance(data, tuple):
-        return tuple(map_tensors(item, fn) for item in data)
-    if isinstance(data, collections.abc.Sequence):
-        items = [map_tensors(item, fn) for item in data]
-        try:
-            rebuild_sequence: Any = type(data)
-            return rebuild_sequence(items)
-        except TypeError:
-            return items
-    return data
-
-
-def iter_tensors(data: Any) -> list[torch.Tensor]:
-    """Every tensor in a nested batch, in :func:`map_tensors` order."""
-    found: list[torch.Tensor] = []
-
-    def collect(tensor: torch.Tensor) -> torch.Tensor:
-        found.append(tensor)
-        return tensor
-
-    map_tensors(data, collect)
-    return found
+__all__ = ["pin_loop"]
 
 
 def pin_loop(

@@ -9,6 +9,8 @@ Main to worker:
 * ``(task_id, indices)``: fetch and collate these indices (a list of indices
   with auto-batching, a single index without; placeholders for iterable
   datasets).
+* ``(task_id, SlotTask(indices, slot))``: read this batch into a shared-memory
+  slot (see :mod:`datakit.loader.slots`).
 * :class:`Resume`: a new epoch begins (persistent workers); rebuild the
   dataset iterator and accept tasks again.
 * :data:`STOP`: leave the loop and exit.
@@ -16,6 +18,7 @@ Main to worker:
 Worker to main:
 
 * ``(task_id, payload)`` where ``payload`` is the batch, a
+  :class:`BatchInSlot` (the batch is in its slot), a
   :class:`~datakit.loader.failure.WorkerFailure`, or :class:`Exhausted` when an
   iterable dataset ran out in this worker.
 
@@ -28,13 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["STOP", "Resume", "Exhausted", "ThreadFailed", "Task", "Result"]
+__all__ = ["STOP", "Resume", "SlotTask", "BatchInSlot", "Exhausted", "ThreadFailed", "Result"]
 
 STOP: Final = None
 """Sentinel telling a worker to exit."""
-
-Task = tuple[int, Any]
-"""``(task_id, indices)``."""
 
 Result = tuple[int, Any]
 """``(task_id, payload)``."""
@@ -49,6 +49,35 @@ class Resume:
     """
 
     epoch: int
+
+
+@dataclass(frozen=True)
+class SlotTask:
+    """Main to worker: fetch ``indices`` into shared-memory slot ``slot``.
+
+    Attributes:
+        indices: The batch's sample indices.
+        slot: The slot reserved for this task.
+    """
+
+    indices: list[int]
+    slot: int
+
+    def __repr__(self) -> str:  # how failures name the task: by its indices, as usual
+        return repr(self.indices)
+
+
+@dataclass(frozen=True)
+class BatchInSlot:
+    """Worker to main: the batch is in ``slot``, its first ``count`` rows.
+
+    Attributes:
+        slot: The slot the task named.
+        count: Samples written (the batch's length).
+    """
+
+    slot: int
+    count: int
 
 
 @dataclass(frozen=True)

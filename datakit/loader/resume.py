@@ -15,17 +15,17 @@ instead of delivered batches. See ``docs/resume.md``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import BatchSampler as TorchBatchSampler
 from torch.utils.data import DistributedSampler as TorchDistributedSampler
 from torch.utils.data import SequentialSampler as TorchSequentialSampler
 
-from datakit.loader.distributed import _ShardedSampler
-from datakit.loader.iterators import draw_base_seed
+from datakit.loader.distributed import ShardedSampler
+from datakit.loader.plan import LoaderPlan
 from datakit.loader.progress import PassProgress
-from datakit.loader.samplers import BatchSampler, SequentialSampler
+from datakit.loader.samplers import BatchSampler, InfiniteConstantSampler, SequentialSampler
 from datakit.loader.state import (
     BEFORE_BASE_SEED,
     BEFORE_SAMPLER,
@@ -33,9 +33,7 @@ from datakit.loader.state import (
     decode_generator_state,
     encode_generator_state,
 )
-
-if TYPE_CHECKING:
-    from datakit.loader.dataloader import DataLoader
+from datakit.loader.worker import draw_base_seed
 
 __all__ = ["EpochKeeper"]
 
@@ -45,20 +43,21 @@ GLOBAL = "global"
 
 # Samplers whose order draws from no shared generator.
 _DETERMINISTIC = (
+    InfiniteConstantSampler,
     TorchSequentialSampler,
     TorchDistributedSampler,
     TorchBatchSampler,
     SequentialSampler,
     BatchSampler,  # the sampler it wraps is checked on its own
-    _ShardedSampler,
+    ShardedSampler,
 )
 
 
-def _sampler_chain(loader: DataLoader[Any]) -> dict[str, Any]:
+def _sampler_chain(plan: LoaderPlan) -> dict[str, Any]:
     """The loader's samplers by role, each object once."""
-    batch_sampler = loader.batch_sampler
+    batch_sampler = plan.batch_sampler
     candidates = {
-        "sampler": loader.sampler,
+        "sampler": plan.sampler,
         "batch_sampler": batch_sampler,
         "batch_sampler.sampler": getattr(batch_sampler, "sampler", None),
     }
@@ -70,19 +69,17 @@ def _sampler_chain(loader: DataLoader[Any]) -> dict[str, Any]:
 
 
 def _draws_from_global_rng(sampler: Any) -> bool:
-    if isinstance(sampler, (range, list, tuple, _DETERMINISTIC)) or type(sampler).__name__.startswith(
-        "_InfiniteConstant"
-    ):
+    if isinstance(sampler, (range, list, tuple, _DETERMINISTIC)):
         return False
     return getattr(sampler, "generator", None) is None
 
 
-def generator_sources(loader: DataLoader[Any]) -> dict[str, torch.Generator | None]:
+def generator_sources(plan: LoaderPlan) -> dict[str, torch.Generator | None]:
     """The generators an epoch's order and base seed come from, by role; ``None`` is torch's global RNG."""
     sources: dict[str, torch.Generator | None] = {}
-    if loader.generator is not None:
-        sources["loader"] = loader.generator
-    for role, sampler in _sampler_chain(loader).items():
+    if plan.generator is not None:
+        sources["loader"] = plan.generator
+    for role, sampler in _sampler_chain(plan).items():
         generator = getattr(sampler, "generator", None)
         if isinstance(generator, torch.Generator) and all(generator is not g for g in sources.values()):
             sources[role] = generator
@@ -111,18 +108,18 @@ def restore(sources: Mapping[str, torch.Generator | None], saved: Mapping[str, s
             generator.set_state(state)
 
 
-def _epoch_targets(loader: DataLoader[Any]) -> list[Any]:
+def _epoch_targets(plan: LoaderPlan) -> list[Any]:
     return [
         sampler
-        for sampler in _sampler_chain(loader).values()
+        for sampler in _sampler_chain(plan).values()
         if callable(getattr(sampler, "set_epoch", None))
     ]
 
 
-def _self_resuming_sampler(loader: DataLoader[Any]) -> _ShardedSampler | None:
+def _self_resuming_sampler(plan: LoaderPlan) -> ShardedSampler | None:
     """The loader's sampler when it resumes itself: sharded, with batches of a known size."""
-    sampler = loader.sampler
-    if isinstance(sampler, _ShardedSampler) and (loader.batch_size is not None or not loader._auto_collation):
+    sampler = plan.sampler
+    if isinstance(sampler, ShardedSampler) and (plan.batch_size is not None or not plan.auto_collation):
         return sampler
     return None
 
@@ -131,12 +128,12 @@ class EpochKeeper:
     """Counts a loader's epochs, tracks its latest pass and saves/loads its state.
 
     Args:
-        loader: The loader (not kept: every method takes it again).
+        plan: The loader's plan (not kept: every method takes the current one).
     """
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
+    def __init__(self, plan: LoaderPlan) -> None:
         self._next_epoch = 0
-        self._seen_epoch = self._target_epoch(loader)
+        self._seen_epoch = self._target_epoch(plan)
         self._pending: LoaderState | None = None
         self._current: PassProgress | None = None
 
@@ -146,23 +143,23 @@ class EpochKeeper:
         return self._next_epoch
 
     @staticmethod
-    def _target_epoch(loader: DataLoader[Any]) -> int | None:
-        targets = _epoch_targets(loader)
+    def _target_epoch(plan: LoaderPlan) -> int | None:
+        targets = _epoch_targets(plan)
         epoch = getattr(targets[0], "epoch", None) if targets else None
         return epoch if isinstance(epoch, int) else None
 
-    def begin_pass(self, loader: DataLoader[Any]) -> PassProgress:
+    def begin_pass(self, plan: LoaderPlan) -> PassProgress:
         """Starts the next epoch: chooses its number and sets it on the samplers.
 
         Call before ``iter(index_sampler)``.
         """
         epoch = self._next_epoch
-        explicit = self._target_epoch(loader)
+        explicit = self._target_epoch(plan)
         if explicit is not None and explicit != self._seen_epoch:
             epoch = explicit  # the user called set_epoch(): it wins
-        for target in _epoch_targets(loader):
+        for target in _epoch_targets(plan):
             target.set_epoch(epoch)
-        self._seen_epoch = self._target_epoch(loader)
+        self._seen_epoch = self._target_epoch(plan)
         pending, self._pending = self._pending, None
         if pending is not None and pending.epoch == epoch:
             progress = PassProgress(epoch, pending.delivered)
@@ -174,19 +171,19 @@ class EpochKeeper:
         return progress
 
     def start_pass(
-        self, loader: DataLoader[Any], progress: PassProgress, batches: Iterator[T], base_seed: int
+        self, plan: LoaderPlan, progress: PassProgress, batches: Iterator[T], base_seed: int
     ) -> tuple[Iterator[T], int]:
         """Call after ``iter(index_sampler)`` and the base seed draw, before anything else draws.
 
         Returns:
             The batch iterator to use (skipping delivered batches) and the base seed.
         """
-        sources = generator_sources(loader)
+        sources = generator_sources(plan)
         saved = progress.restore
         if saved is not None:
             restore(sources, saved.generators)
             if saved.restore_point == BEFORE_BASE_SEED:
-                base_seed = draw_base_seed(loader.generator)
+                base_seed = draw_base_seed(plan.generator)
             elif saved.base_seed is not None:
                 base_seed = saved.base_seed
             progress.restore = None
@@ -194,28 +191,28 @@ class EpochKeeper:
         progress.base_seed = base_seed
         return progress.track(batches), base_seed
 
-    def state_dict(self, loader: DataLoader[Any]) -> dict[str, Any]:
+    def state_dict(self, plan: LoaderPlan) -> dict[str, Any]:
         """The loader's state as plain data (see :class:`~datakit.loader.state.LoaderState`)."""
-        _refuse_iterable(loader)
+        _refuse_iterable(plan)
         if self._pending is not None:
             return self._pending.to_dict()
         progress = self._current
         if progress is None:
             state = LoaderState(
                 epoch=self._next_epoch,
-                generators=snapshot(generator_sources(loader)),
+                generators=snapshot(generator_sources(plan)),
                 restore_point=BEFORE_BASE_SEED,
             )
-            return self._with_sampler(loader, state, consumed=0).to_dict()
-        if self._finished(loader, progress):
-            persistent = loader.persistent_workers and loader.num_workers > 0
+            return self._with_sampler(plan, state, consumed=0).to_dict()
+        if self._finished(plan, progress):
+            persistent = plan.persistent_workers and plan.num_workers > 0
             state = LoaderState(
                 epoch=progress.epoch + 1,
-                generators=snapshot(generator_sources(loader)),
+                generators=snapshot(generator_sources(plan)),
                 restore_point=BEFORE_SAMPLER if persistent else BEFORE_BASE_SEED,
                 base_seed=progress.base_seed,
             )
-            return self._with_sampler(loader, state, consumed=-1).to_dict()
+            return self._with_sampler(plan, state, consumed=-1).to_dict()
         state = LoaderState(
             epoch=progress.epoch,
             delivered=progress.delivered,
@@ -223,28 +220,28 @@ class EpochKeeper:
             restore_point=BEFORE_SAMPLER,
             base_seed=progress.base_seed,
         )
-        return self._with_sampler(loader, state, consumed=progress.delivered.prefix).to_dict()
+        return self._with_sampler(plan, state, consumed=progress.delivered.prefix).to_dict()
 
     @staticmethod
-    def _finished(loader: DataLoader[Any], progress: PassProgress) -> bool:
+    def _finished(plan: LoaderPlan, progress: PassProgress) -> bool:
         if progress.finished:
             return True
         try:
-            return len(progress.delivered) >= len(loader._index_sampler)
+            return len(progress.delivered) >= len(plan.index_sampler)
         except TypeError:
             return False
 
     @staticmethod
-    def _with_sampler(loader: DataLoader[Any], state: LoaderState, consumed: int) -> LoaderState:
+    def _with_sampler(plan: LoaderPlan, state: LoaderState, consumed: int) -> LoaderState:
         """For a sampler that resumes itself: its state replaces the delivered batches.
 
         Args:
             consumed: Batches of the pass consumed; -1 for all of them.
         """
-        sampler = _self_resuming_sampler(loader)
+        sampler = _self_resuming_sampler(plan)
         if sampler is None:
             return state
-        batch_size = loader.batch_size if loader._auto_collation else 1
+        batch_size = plan.batch_size if plan.auto_collation else 1
         assert batch_size is not None
         sampler_state = sampler.state_after(len(sampler) if consumed < 0 else consumed * batch_size)
         state.sampler = sampler_state
@@ -253,7 +250,7 @@ class EpochKeeper:
         state.delivered = type(state.delivered)()
         return state
 
-    def load_state_dict(self, loader: DataLoader[Any], state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, plan: LoaderPlan, state: Mapping[str, Any]) -> None:
         """The next pass continues where ``state`` stood.
 
         Raises:
@@ -261,9 +258,9 @@ class EpochKeeper:
                 fit this loader's sampler.
             TypeError: The loader reads an iterable dataset.
         """
-        _refuse_iterable(loader)
+        _refuse_iterable(plan)
         loaded = LoaderState.from_dict(state)
-        sampler = _self_resuming_sampler(loader)
+        sampler = _self_resuming_sampler(plan)
         if (loaded.sampler is None) != (sampler is None):
             raise ValueError(
                 "the state was saved with a different kind of sampler: a sharded sampler "
@@ -274,11 +271,11 @@ class EpochKeeper:
         self._pending = loaded
         self._current = None
         self._next_epoch = loaded.epoch
-        self._seen_epoch = self._target_epoch(loader)
+        self._seen_epoch = self._target_epoch(plan)
 
 
-def _refuse_iterable(loader: DataLoader[Any]) -> None:
-    if loader._is_iterable:
+def _refuse_iterable(plan: LoaderPlan) -> None:
+    if plan.is_iterable:
         raise TypeError(
             "DataLoader.state_dict()/load_state_dict() need a map-style dataset: "
             "an IterableDataset's position lives in the dataset's own iterator"

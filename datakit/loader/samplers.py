@@ -33,6 +33,7 @@ __all__ = [
     "BatchSampler",
     "DistributedSampler",
     "DistributedWeightedSampler",
+    "InfiniteConstantSampler",
 ]
 
 T = TypeVar("T")
@@ -322,3 +323,16 @@ class BatchSampler(Sampler[list[int]]):
         if self.drop_last:
             return length // self.batch_size
         return (length + self.batch_size - 1) // self.batch_size
+
+
+class InfiniteConstantSampler(Sampler[None]):
+    """Yields None forever: the "indices" of an iterable dataset (torch's ``_InfiniteConstantSampler``).
+
+    :class:`~datakit.DataLoader` uses it as the sampler of an iterable
+    dataset, as torch's loader does, so the same batch sampler and task
+    accounting serve both kinds of dataset.
+    """
+
+    def __iter__(self) -> Iterator[Any]:  # None items, batched like indices
+        while True:
+            yield None

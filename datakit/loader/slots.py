@@ -6,11 +6,12 @@ shared-memory file, and the main process receives a file descriptor through
 a helper thread and maps it. For small samples that hand-over costs more
 than reading the data.
 
-When a dataset can decode a batch straight into preallocated memory (the
-datakit datasets can when every sample is a same-sized uint8 image tensor,
-see :meth:`datakit.StoreDataset.batch_sample_shape`), the loader instead
-allocates a fixed set of batch-sized *slots* in shared memory once, tells a
-worker which slot to fill with each task, and receives only
+When a dataset can decode a batch straight into preallocated memory (it
+satisfies :class:`~datakit.loader.batchpath.SupportsBatchSlots`; the datakit
+datasets do, and can when every sample is a same-sized uint8 image tensor),
+the loader instead allocates a fixed set of batch-sized *slots* in shared
+memory once, tells a worker which slot to fill with each task
+(:class:`~datakit.loader.protocol.SlotTask`), and receives only
 ``BatchInSlot(slot, count)``. The main process copies the batch out of the
 slot (one memcpy; with ``pin_memory`` or ``device``, straight into pinned
 memory) and frees the slot for the next task. The result is the batch
@@ -32,29 +33,12 @@ from typing import Any
 import torch
 import torch.utils.data
 
+from datakit.loader.batchpath import supports_batch_slots
 from datakit.loader.collate import default_collate
 from datakit.loader.fetch import MapFetcher
+from datakit.loader.protocol import BatchInSlot, SlotTask
 
-__all__ = ["SlotTask", "BatchInSlot", "SlotBuffers", "BatchSlots", "SlotFetcher", "batch_sample_shape"]
-
-
-@dataclass(frozen=True)
-class SlotTask:
-    """Main to worker: fetch ``indices`` into ``slot``."""
-
-    indices: list[int]
-    slot: int
-
-    def __repr__(self) -> str:  # how failures name the task: by its indices, as usual
-        return repr(self.indices)
-
-
-@dataclass(frozen=True)
-class BatchInSlot:
-    """Worker to main: the batch is in ``slot``, its first ``count`` rows."""
-
-    slot: int
-    count: int
+__all__ = ["SlotBuffers", "BatchSlots", "SlotFetcher", "batch_sample_shape"]
 
 
 @dataclass(frozen=True)
@@ -76,16 +60,16 @@ def batch_sample_shape(dataset: Any, batch_size: int | None, collate_fn: Any,
 
     Only when the result is guaranteed to equal the ordinary path's: automatic
     batching with a known batch size, the default collate function, and a
-    dataset that offers ``batch_sample_shape()`` and ``read_batch_into()``.
+    dataset that satisfies :class:`~datakit.loader.batchpath.SupportsBatchSlots`
+    and gives a shape.
     """
     if not auto_collation or batch_size is None:
         return None
     if collate_fn is not default_collate and collate_fn is not torch.utils.data.default_collate:
         return None
-    shape_of = getattr(dataset, "batch_sample_shape", None)
-    if not callable(shape_of) or not callable(getattr(dataset, "read_batch_into", None)):
+    if not supports_batch_slots(dataset):
         return None
-    shape = shape_of()
+    shape = dataset.batch_sample_shape()
     return tuple(shape) if shape is not None else None
 
 

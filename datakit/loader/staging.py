@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from datakit.loader.device import DeviceBackend, Event
-from datakit.loader.pinning import iter_tensors, map_tensors
+from datakit.loader.nested import iter_tensors, map_tensors
 
 __all__ = ["Slot", "Pinned", "PinnedRing", "DeviceStager", "RingClosedError"]
 

@@ -25,7 +25,7 @@ from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
 from datakit.loader.protocol import STOP, Exhausted, Resume
 
-__all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "numpy_seed"]
+__all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "draw_base_seed", "numpy_seed"]
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,9 @@ def _publish_to_torch(info: WorkerInfo) -> None:
     keeps its answer in a private module global, so this is best effort.
     """
     try:
-        from torch.utils.data._utils import worker as torch_worker
+        from torch.utils.data._utils import worker as torch_worker  # import-graph: allow-private
 
+        # import-graph: allow-private: torch's get_worker_info() reads this global; failures are caught
         torch_worker._worker_info = torch_worker.WorkerInfo(
             id=info.id, num_workers=info.num_workers, seed=info.seed, dataset=info.dataset
         )
@@ -108,6 +109,15 @@ class WorkerConfig:
     def new_fetcher(self, dataset: Any) -> Fetcher:
         """Builds a fetcher over ``dataset`` (this process's copy)."""
         return self.make_fetcher(dataset, self.collate_fn, self.auto_collation, self.drop_last)
+
+
+def draw_base_seed(generator: torch.Generator | None) -> int:
+    """The workers' base seed: one int64 draw from ``generator`` (or the global RNG), as torch's iterators do.
+
+    Drawn in the main process when an iterator starts (and again when a
+    resumed pass restores the generators to before that draw).
+    """
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 def numpy_seed(base_seed: int, worker_id: int) -> list[int]:

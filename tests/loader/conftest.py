@@ -6,7 +6,8 @@ import gc
 import multiprocessing
 
 import pytest
-from _loader_helpers import child_pids, leaked_children, shm_files, wait_until
+
+from tests.loader._loader_helpers import child_pids, leaked_children, shm_files, wait_until
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
-from _loader_helpers import assert_same
 from PIL import Image
 
 import datakit
+from tests.loader._loader_helpers import assert_same
 
 Pair = collections.namedtuple("Pair", ["a", "b"])
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.utils.data as tud
-from _loader_datasets import (
+
+import datakit
+from datakit import samplers
+from tests.loader._loader_datasets import (
     GetItemsDataset,
     NestedDataset,
     RandomDataset,
@@ -14,10 +17,7 @@ from _loader_datasets import (
     TorchShardedIterable,
     draw_in_init,
 )
-from _loader_helpers import assert_same, compare_with_torch, run_loader, seeded
-
-import datakit
-from datakit import samplers
+from tests.loader._loader_helpers import assert_same, compare_with_torch, run_loader, seeded
 
 # Three workers on a two-core machine make both loaders warn; that is expected here.
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:This DataLoader will create")]

@@ -12,11 +12,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 import torch.utils.data as tud
-from _loader_datasets import RangeDataset
 
 import datakit
 from datakit import samplers
 from datakit.samplers import DistributedSampler, DistributedWeightedSampler
+from tests.loader._loader_datasets import RangeDataset
 
 
 def rank_loaders(length, world_size, batch_size, num_workers=0, drop_last=False, **sampler_kwargs):

@@ -8,7 +8,10 @@ import signal
 import threading
 
 import pytest
-from _loader_datasets import (
+
+import datakit
+from datakit.loader.device import CpuBackend
+from tests.loader._loader_datasets import (
     FailingDataset,
     HangingDataset,
     KillingDataset,
@@ -19,10 +22,7 @@ from _loader_datasets import (
     collate_unpicklable,
     failing_init,
 )
-from _loader_helpers import process_gone, wait_until
-
-import datakit
-from datakit.loader.device import CpuBackend
+from tests.loader._loader_helpers import process_gone, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 import torch.utils.data as tud
-from _loader_datasets import RangeDataset
-from _loader_helpers import seeded
 
 import datakit
 from datakit import samplers
+from tests.loader._loader_datasets import RangeDataset
+from tests.loader._loader_helpers import seeded
 
 LENGTH = 23
 BATCH = 4  # 6 batches per epoch, the last one short
@@ -260,7 +260,7 @@ def test_bad_states_are_rejected(state, message):
 
 
 def test_iterable_datasets_have_no_state():
-    from _loader_datasets import ShardedIterable
+    from tests.loader._loader_datasets import ShardedIterable
 
     loader = datakit.DataLoader(ShardedIterable(10), batch_size=2)
     with pytest.raises(TypeError, match="map-style"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.utils.data as tud
-from _loader_helpers import seeded
 
 from datakit import samplers
+from tests.loader._loader_helpers import seeded
 
 
 def both(make: callable, seed: int = 3) -> tuple[list, list]:

@@ -16,7 +16,8 @@ from torch.utils.data import DataLoader as TorchDataLoader
 import datakit
 from datakit.errors import CorruptRecordError
 from datakit.loader.device import CpuBackend
-from datakit.loader.slots import BatchInSlot, BatchSlots, batch_sample_shape
+from datakit.loader.protocol import BatchInSlot
+from datakit.loader.slots import BatchSlots, batch_sample_shape
 from datakit.manifest import record_key
 from datakit.synthetic import make_image_folder
 

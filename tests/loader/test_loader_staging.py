@@ -6,14 +6,14 @@ import threading
 
 import pytest
 import torch
-from _loader_datasets import FailingDataset, ImageDataset, NestedDataset, RangeDataset
-from _loader_helpers import assert_same
 
 import datakit
 from datakit.loader import dataloader as dataloader_module
 from datakit.loader.device import CpuBackend
-from datakit.loader.pinning import iter_tensors
+from datakit.loader.nested import iter_tensors, map_tensors
 from datakit.loader.staging import DeviceStager, PinnedRing
+from tests.loader._loader_datasets import FailingDataset, ImageDataset, NestedDataset, RangeDataset
+from tests.loader._loader_helpers import assert_same
 
 
 def batches(count: int, size: int = 4) -> list[dict]:
@@ -245,7 +245,7 @@ def test_cuda_staging_matches_cpu_batches(num_workers):
     actual = []
     for batch in loader:
         assert batch["image"].is_cuda
-        actual.append(datakit.loader.pinning.map_tensors(batch, lambda tensor: tensor.cpu()))
+        actual.append(map_tensors(batch, lambda tensor: tensor.cpu()))
     assert_same(expected, actual)
 
 

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
-from _loader_datasets import (
+from torch.utils.data._utils.worker import _generate_state
+
+import datakit
+from datakit.loader.worker import numpy_seed
+from tests.loader._loader_datasets import (
     GetItemsDataset,
     ImageDataset,
     RandomDataset,
@@ -17,11 +21,7 @@ from _loader_datasets import (
     WorkerInfoDataset,
     tag_worker,
 )
-from _loader_helpers import assert_same, run_loader, seeded
-from torch.utils.data._utils.worker import _generate_state
-
-import datakit
-from datakit.loader.worker import numpy_seed
+from tests.loader._loader_helpers import assert_same, run_loader, seeded
 
 
 def test_get_worker_info_is_none_in_main_process():

@@ -1,0 +1,67 @@
+"""The batch path: the one contract between the loader and datasets that read whole batches in place.
+
+The loader knows no stores (``docs/loader.md``, "Batch-native transport"), so
+a dataset that can decode a batch straight into memory the loader owns says
+so by satisfying :class:`SupportsBatchSlots`. datakit's
+:class:`~datakit.StoreDataset` (and so ``LMDBDataset`` and ``MongoDataset``)
+does; any other dataset with the same two methods gets the same fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeGuard, runtime_checkable
+
+import numpy as np
+
+__all__ = ["SupportsBatchSlots", "supports_batch_slots"]
+
+
+@runtime_checkable
+class SupportsBatchSlots(Protocol):
+    """A map-style dataset that can write a whole batch into preallocated arrays.
+
+    When the loader's batches would be ``default_collate([(image, label), ...])``
+    of uint8 image tensors of one shape, the loader allocates batch-sized
+    shared-memory slots and asks the workers to fill them through
+    :meth:`read_batch_into`, instead of building, collating and pickling one
+    tensor per sample.
+    """
+
+    def batch_sample_shape(self) -> tuple[int, ...] | None:
+        """The shape of every sample's uint8 image, or None when batches cannot be read in place.
+
+        None (for example with a transform, or images of several sizes) makes
+        the loader use the ordinary path for this dataset.
+        """
+        ...
+
+    def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
+        """Writes the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
+
+        The result must equal ``default_collate([dataset[i] for i in indices])``
+        (``[images, labels]``) written into the arrays.
+
+        Args:
+            indices: The batch's indices.
+            images: uint8, ``(len(indices), *batch_sample_shape())``.
+            labels: int64, ``(len(indices),)``.
+        """
+        ...
+
+
+# The protocol's methods, read off the class so that they are declared once.
+_MEMBERS = tuple(
+    name for name, value in vars(SupportsBatchSlots).items() if callable(value) and not name.startswith("_")
+)
+
+
+def supports_batch_slots(dataset: Any) -> TypeGuard[SupportsBatchSlots]:
+    """Whether ``dataset`` satisfies :class:`SupportsBatchSlots`.
+
+    Stricter than ``isinstance(dataset, SupportsBatchSlots)``: each method
+    must be callable (an attribute that merely has the name does not count),
+    and it is looked up as an ordinary attribute on every Python version (a
+    wrapper that forwards through ``__getattr__`` counts).
+    """
+    return all(callable(getattr(dataset, name, None)) for name in _MEMBERS)

@@ -1,0 +1,138 @@
+"""The batch pipeline: what happens to a batch between the worker's answer and the training loop.
+
+Three named stages, built once per iterator from the loader's backends:
+
+1. **settle**: an answer that came through a shared-memory batch slot
+   (:mod:`datakit.loader.slots`) becomes its batch, copied out, and the slot
+   is freed; every answer passes here, so a slot is freed whatever the answer.
+2. **pin**: a batch goes into page-locked memory: a slot of the
+   :class:`~datakit.loader.staging.PinnedRing` when batches go on to a device,
+   else a pinned copy (``pin_memory``), else it stays as it is. With workers
+   this runs on the pin thread (:func:`~datakit.loader.pinning.pin_loop`),
+   where a batch in a shared slot is pinned straight out of it: one copy.
+3. **stage**: with a device, the :class:`~datakit.loader.staging.DeviceStager`
+   copies pinned batches to the device one batch ahead of the consumer.
+
+The pipeline holds no reference to its iterator, so the pin thread, which
+calls it, does not keep the iterator alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from datakit.loader.device import DeviceBackend
+from datakit.loader.failure import WorkerFailure
+from datakit.loader.nested import map_tensors
+from datakit.loader.protocol import BatchInSlot, Exhausted
+from datakit.loader.slots import BatchSlots
+from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
+
+__all__ = ["BatchPipeline"]
+
+# Extra ring slots beyond the tasks in flight: one being filled, one spare.
+_RING_SPARE_SLOTS = 2
+
+
+def _never() -> bool:
+    return False
+
+
+class BatchPipeline:
+    """Settles, pins and stages one iterator's batches.
+
+    Args:
+        device_backend: Stages batches on a device; None without ``device=``.
+        pin_backend: Pins batches (``pin_memory``) when there is no device.
+        in_flight: Batches that can be pinned and not yet delivered (tasks in
+            flight); the pinned ring gets that many slots plus spares.
+        slots: The shared-memory batch slots the workers answer through, if any.
+        should_stop: True once the iterator shuts down; a pin waiting for a
+            free ring slot gives up then.
+    """
+
+    def __init__(
+        self,
+        device_backend: DeviceBackend | None,
+        pin_backend: DeviceBackend | None,
+        in_flight: int = 0,
+        slots: BatchSlots | None = None,
+        should_stop: Callable[[], bool] = _never,
+    ) -> None:
+        self._slots = slots
+        self._pin_backend = pin_backend
+        self._should_stop = should_stop
+        self._thread_backend = device_backend if device_backend is not None else pin_backend
+        self._ring: PinnedRing | None = None
+        self._stager: DeviceStager | None = None
+        if device_backend is not None:
+            self._ring = PinnedRing(device_backend, in_flight + _RING_SPARE_SLOTS)
+            self._stager = DeviceStager(device_backend, self._ring)
+
+    @property
+    def pins(self) -> bool:
+        """Whether batches are pinned (into the ring or a pinned copy): with workers, on a pin thread."""
+        return self._ring is not None or self._pin_backend is not None
+
+    def bind_thread(self) -> None:
+        """Makes the pinning device current on the calling thread (the pin thread, first)."""
+        if self._thread_backend is not None:
+            self._thread_backend.bind_thread()
+
+    def settle(self, task_id: int, payload: Any) -> Any:
+        """Stage 1: a worker's answer to ``task_id``, a batch in a slot copied out of it (slot freed)."""
+        if self._slots is None:
+            return payload
+        return self._slots.settle(task_id, payload)
+
+    def pin(self, batch: Any) -> Any:
+        """Stage 2: ``batch`` in page-locked memory (a :class:`Pinned` ring slot with a device)."""
+        if self._ring is not None:
+            return self._ring.pin(batch, should_stop=self._should_stop)
+        if self._pin_backend is not None:
+            return map_tensors(batch, self._pin_backend.pin)
+        return batch
+
+    def settle_and_pin(self, task_id: int, payload: Any) -> Any:
+        """Stages 1 and 2 as the pin thread runs them: a batch pinned, anything else as it is.
+
+        A batch that came through a slot is pinned straight out of it: one copy
+        into page-locked memory, not a private copy and then a pinned one.
+        """
+        if self._slots is not None:
+            in_slot = isinstance(payload, BatchInSlot)
+            payload = self._slots.settle(task_id, payload, take=self.pin)
+            if in_slot:
+                return payload
+        if isinstance(payload, (WorkerFailure, Exhausted)):
+            return payload
+        return self.pin(payload)
+
+    def stage(self, next_batch: Callable[[], Any]) -> Any:
+        """Stage 3: the batch the consumer gets next.
+
+        Args:
+            next_batch: The next pinned batch; raises StopIteration at the end
+                or the error that stops the pass (with a device, raised after
+                the batch already on its way is delivered).
+        """
+        if self._stager is None:
+            return next_batch()
+
+        def next_pinned() -> Pinned:
+            pinned = next_batch()
+            assert isinstance(pinned, Pinned), "with a device, the pin stage puts every batch in the ring"
+            return pinned
+
+        return self._stager.next(next_pinned)
+
+    def discard(self, payload: Any) -> None:
+        """Gives back what an answer that will not be delivered holds (a ring slot)."""
+        if isinstance(payload, Pinned) and self._ring is not None:
+            self._ring.release(payload.slot)
+
+    def reset(self) -> None:
+        """Forgets the batch staged ahead and the end of the pass (a new pass begins)."""
+        if self._stager is not None:
+            self._stager.reset()
