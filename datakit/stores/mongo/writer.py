@@ -267,6 +267,7 @@ class MongoWriter(StoreWriter):
 
         def delete_all() -> None:
             bucket = self._bucket()
+            # import-graph: allow-private: GridOut documents the file's id as ``_id``
             for file_id in [grid_out._id for grid_out in bucket.find(query)]:
                 try:
                     bucket.delete(file_id)
