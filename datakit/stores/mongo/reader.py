@@ -31,6 +31,7 @@ from datakit.stores.mongo.location import MongoLocation
 __all__ = ["MongoReader"]
 
 _WINDOW = 256  # sample documents per query while streaming
+_GRIDFS_REPLY_BYTES = 8 << 20  # GridFS chunk bytes asked for per query
 
 
 class MongoReader(StoreReader):
@@ -138,14 +139,38 @@ class MongoReader(StoreReader):
         return self._connection.call(lambda: self._read_gridfs(document["gridfs"], key), [key])
 
     def _read_gridfs(self, file_id: Any, key: str) -> bytes:
-        import gridfs
+        """A GridFS file's bytes, fetched a bounded number of chunks per query.
 
-        bucket = gridfs.GridFSBucket(self._connection.database(), bucket_name=GRIDFS_BUCKET)
-        try:
-            data: bytes = bucket.open_download_stream(file_id).read()
-        except gridfs.errors.NoFile:
-            raise CorruptRecordError(key, f"its GridFS file is missing from {self.spec.describe()}") from None
-        return data
+        pymongo's ``GridOut.read()`` runs one cursor over every chunk, and a
+        server may answer it with all of them in one reply: a record over
+        ``maxMessageSizeBytes`` (48 MB) then cannot be read at all. Asking for
+        at most :data:`_GRIDFS_REPLY_BYTES` of chunks at a time keeps every
+        reply small, whatever the server does with batch sizes.
+        """
+        database = self._connection.database()
+        where = self.spec.describe()
+        info = database[f"{GRIDFS_BUCKET}.files"].find_one({"_id": file_id}, {"length": 1, "chunkSize": 1})
+        if info is None:
+            raise CorruptRecordError(key, f"its GridFS file is missing from {where}")
+        length, chunk_size = info.get("length"), info.get("chunkSize")
+        if not (_is_count(length) and _is_count(chunk_size) and chunk_size > 0):
+            raise CorruptRecordError(key, f"its GridFS file in {where} has no valid length and chunk size")
+        count = -(-length // chunk_size)
+        per_query = max(1, _GRIDFS_REPLY_BYTES // chunk_size)
+        chunks = database[f"{GRIDFS_BUCKET}.chunks"]
+        pieces: list[bytes] = []
+        for start in range(0, count, per_query):
+            stop = min(count, start + per_query)
+            found = {document.get("n"): document.get("data") for document in
+                     chunks.find({"files_id": file_id, "n": {"$gte": start, "$lt": stop}}, {"n": 1, "data": 1})}
+            for number in range(start, stop):
+                data = found.get(number)
+                expected = min(chunk_size, length - number * chunk_size)
+                if not isinstance(data, bytes) or len(data) != expected:
+                    raise CorruptRecordError(key, f"chunk {number} of its GridFS file in {where} is "
+                                                  + ("missing" if data is None else "damaged"))
+                pieces.append(data)
+        return b"".join(pieces)
 
     def iter_records(self) -> Iterator[tuple[int, bytes]]:
         """Every stored ``(index, record)`` in index order; a missing index is skipped.
@@ -186,6 +211,10 @@ class MongoReader(StoreReader):
 
     def close(self) -> None:
         self._connection.close()
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_index(value: Any, start: int, stop: int) -> bool:
