@@ -244,6 +244,7 @@ def resolve_destination(src: str | os.PathLike[str], dest: StoreSpec | str | os.
 def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, *,
                          resume: bool, overwrite: bool) -> CommittedState | None:
     """Create, replace or reopen the destination; ``None`` when nothing is left to do."""
+    writer.lock()  # before looking: another conversion may be writing it
     if writer.exists():
         if overwrite:
             writer.remove()

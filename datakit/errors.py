@@ -19,6 +19,7 @@ __all__ = [
     "IncompatibleStoreError",
     "CorruptRecordError",
     "StoreUnavailableError",
+    "StoreBusyError",
     "ErrorBudgetExhausted",
 ]
 
@@ -82,3 +83,7 @@ class ErrorBudgetExhausted(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The store's server could not be reached, or refused the credentials."""
+
+
+class StoreBusyError(StoreError):
+    """Another conversion is writing the store now; a second writer would corrupt it."""

@@ -46,6 +46,9 @@ def _render(summary: dict[str, Any]) -> str:
         status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
                   f"by datakit {summary['datakit_version']}")
         records = f"{length} ({summary['skipped']} source file(s) skipped)"
+    elif summary.get("being_written"):
+        status = f"BEING WRITTEN: {summary['problem']}"
+        records = f"{length} committed so far"
     else:
         status = f"INCOMPLETE: {summary['problem']}"
         records = f"{length} committed so far"

@@ -36,8 +36,10 @@ __all__ = [
     "PendingRecord",
     "ConversionSettings",
     "CommittedState",
+    "WriterIdentity",
     "stats_fit",
     "incomplete_message",
+    "busy_message",
     "check_option_names",
 ]
 
@@ -98,6 +100,22 @@ class CommittedState:
     stats: Stats
     sources: list[str] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WriterIdentity:
+    """The process of a conversion that is writing a store now.
+
+    Attributes:
+        pid: its process id, on ``host``.
+        host: the host name it runs on.
+    """
+
+    pid: int
+    host: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}"
 
 
 class StoreSpec(ABC):
@@ -188,9 +206,34 @@ class StoreWriter(ABC):
     the last one, never part of one), and a crash between commits must leave a
     store that :meth:`committed_state` can read back; the manifest is written by
     :meth:`finish` only, durably, so a store without one is known to be incomplete.
+
+    Before any of that, the pipeline calls :meth:`lock`: one conversion at a
+    time may write a store, and the claim lasts until :meth:`close` or the
+    writer's process dies, whichever comes first.
     """
 
     spec: StoreSpec
+
+    @abstractmethod
+    def lock(self) -> None:
+        """Claim the location for this conversion until :meth:`close`.
+
+        The claim must end with the process that holds it (a lock the kernel
+        drops, or a lease that expires), so a killed conversion never blocks
+        its ``--resume`` for good.
+
+        Raises:
+            StoreBusyError: another conversion holds the location; the message
+                names its pid and host (:func:`busy_message`).
+        """
+
+    @abstractmethod
+    def running_writer(self) -> WriterIdentity | None:
+        """The conversion that holds the location now, if another than this writer.
+
+        ``datakit inspect`` asks, so that a store being written is not called
+        interrupted (which would invite a second writer with ``--resume``).
+        """
 
     @abstractmethod
     def exists(self) -> bool:
@@ -254,19 +297,30 @@ def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
             and sum(stats.class_counts) == stats.length and ranges_ok)
 
 
-def incomplete_message(spec: StoreSpec, source: object) -> str:
-    """The error message for a store whose conversion was interrupted.
+def incomplete_message(spec: StoreSpec, source: object, writer: WriterIdentity | None = None) -> str:
+    """The error message for a store without a manifest.
 
     Args:
         spec: the store.
         source: the source folder its progress names; anything but text
             (missing, or a damaged progress record) is shown as ``SRC``.
+        writer: the conversion writing the store now, if one is: the store is
+            then being written, not interrupted, and ``--resume`` is no advice.
     """
+    if writer is not None:
+        return (f"{spec.describe()} is being written by a conversion that is still running "
+                f"({writer.describe()}); wait for it to finish")
     return (
         f"{spec.describe()} is an incomplete store (its conversion was interrupted); "
         f"finish it with `datakit convert {source if isinstance(source, str) else 'SRC'} "
         f"{spec.command_arguments()} --resume`"
     )
+
+
+def busy_message(spec: StoreSpec, writer: WriterIdentity, detail: str = "") -> str:
+    """The error message that refuses a second writer."""
+    return (f"a conversion into {spec.describe()} is running ({writer.describe()}); wait for it to "
+            f"finish or stop that process{detail}")
 
 
 def check_option_names(options: Mapping[str, object], accepted: Collection[str]) -> None:

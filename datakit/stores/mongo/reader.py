@@ -23,9 +23,11 @@ from datakit.stores.mongo.layout import (
     META_COLLECTION,
     decode_source,
     join_label_parts,
+    lease_id,
     manifest_id,
     progress_id,
 )
+from datakit.stores.mongo.lease import current_holder
 from datakit.stores.mongo.location import MongoLocation
 
 __all__ = ["MongoReader"]
@@ -79,7 +81,9 @@ class MongoReader(StoreReader):
                 raise StoreError(f"{where}: the manifest is not valid JSON (nested too deeply)") from None
         progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
         if progress is not None:
-            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress)))
+            lease = self._connection.call(lambda: self._meta().find_one({"_id": lease_id(collection)}))
+            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress),
+                                                          current_holder(self._connection, lease)))
         names = self._connection.call(lambda: self._connection.database().list_collection_names())
         if collection in names:
             raise IncompleteStoreError(
@@ -161,8 +165,9 @@ class MongoReader(StoreReader):
         pieces: list[bytes] = []
         for start in range(0, count, per_query):
             stop = min(count, start + per_query)
-            found = {document.get("n"): document.get("data") for document in
-                     chunks.find({"files_id": file_id, "n": {"$gte": start, "$lt": stop}}, {"n": 1, "data": 1})}
+            query = {"files_id": file_id, "n": {"$gte": start, "$lt": stop}}
+            found = {document.get("n"): document.get("data")
+                     for document in chunks.find(query, {"n": 1, "data": 1})}
             for number in range(start, stop):
                 data = found.get(number)
                 expected = min(chunk_size, length - number * chunk_size)
