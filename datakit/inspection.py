@@ -53,7 +53,9 @@ def inspect(
         ``classes``, ``class_counts``, ``total_bytes``, ``mean_bytes``,
         ``payload_kind``, ``image_formats``, ``width_range``, ``height_range``,
         ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
-        ``datakit_version``, ``being_written`` (a conversion is writing the
+        ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
+        of images with an EXIF orientation, and with 16-bit or float pixels),
+        ``exif_transpose`` (those were stored upright), ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
         ``preview`` when asked for.
@@ -85,6 +87,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         created=manifest.created,
         source=manifest.source,
         datakit_version=manifest.datakit_version,
+        exif_transpose=manifest.exif_transpose,
         being_written=False,
         writer=None,
     )
@@ -101,7 +104,7 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary.update(_stats_fields(state.settings.classes, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
-                   being_written=running is not None,
+                   exif_transpose=state.settings.exif_transpose, being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 
@@ -116,6 +119,8 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
         "image_formats": dict(stats.image_formats),
         "width_range": list(stats.width_range),
         "height_range": list(stats.height_range),
+        "exif_oriented": stats.exif_oriented,
+        "high_bit_depth": stats.high_bit_depth,
     }
 
 

@@ -29,10 +29,13 @@ _SHOWN_SKIPS = 50
 @click.option("--resume", is_flag=True, help="Finish an interrupted conversion into DEST.")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file was skipped.")
+@click.option("--exif-transpose", is_flag=True,
+              help="Store images with an EXIF orientation upright (encoded files are re-encoded in "
+                   "their format, JPEG at quality 95).")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, resume: bool, overwrite: bool, strict: bool,
-                    as_json: bool, quiet: bool) -> None:
+                    exif_transpose: bool, as_json: bool, quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     DEST is a path for an LMDB store, or a mongodb:// URI for a MongoDB
@@ -48,7 +51,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     with output.progress("converting") as progress:
         report = convert(src, spec, workers=workers, verify=verify,
                          format=payload_format,  # type: ignore[arg-type]
-                         resume=resume, overwrite=overwrite, progress=progress)
+                         resume=resume, overwrite=overwrite, exif_transpose=exif_transpose,
+                         progress=progress)
     output.result(report.to_dict(), _render)
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) skipped and --strict was given")
@@ -77,6 +81,14 @@ def _render(report: dict[str, Any]) -> str:
     if report["ignored"]:
         lines.append(f"ignored {len(report['ignored'])} file(s) that are not images by extension "
                      "or lie outside any class folder")
+    if report["high_bit_depth"]:
+        lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
+                     "when decoded (the high byte; floats in [0, 1] times 255)")
+    if report["exif_oriented"] and report["exif_transpose"]:
+        lines.append(f"{report['exif_oriented']} images had an EXIF orientation and were stored upright")
+    elif report["exif_oriented"]:
+        lines.append(f"note: {report['exif_oriented']} images carry an EXIF orientation; they are stored "
+                     "as in the file, as ImageFolder loads them (--exif-transpose stores them upright)")
     if report["empty_classes"]:
         lines.append(f"warning: class folder(s) without images: {', '.join(report['empty_classes'])}")
     return "\n".join(lines)

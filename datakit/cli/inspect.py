@@ -64,6 +64,14 @@ def _render(summary: dict[str, Any]) -> str:
     if summary["width_range"]:
         (w0, w1), (h0, h1) = summary["width_range"], summary["height_range"]
         lines.append(f"image size  width {w0}..{w1}, height {h0}..{h1}")
+    notes = []
+    if summary.get("exif_oriented"):
+        how = "stored upright" if summary.get("exif_transpose") else "stored as in the files"
+        notes.append(f"{summary['exif_oriented']} image(s) with an EXIF orientation, {how}")
+    if summary.get("high_bit_depth"):
+        notes.append(f"{summary['high_bit_depth']} 16-bit or float image(s) scaled to 8 bits")
+    if notes:
+        lines.append(f"notes       {'; '.join(notes)}")
     lines.append(f"classes     {len(summary['classes'])}")
     width = max((len(name) for name in summary["classes"]), default=0)
     lines.extend(f"  {name:<{width}}  {count}" for name, count in summary["class_counts"].items())

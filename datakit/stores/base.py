@@ -69,9 +69,11 @@ class ConversionSettings:
     source: str
     classes: list[str]
     payload_kind: str
+    exif_transpose: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind}
+        return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind,
+                "exif_transpose": self.exif_transpose}
 
     @classmethod
     def from_dict(cls, data: Any) -> ConversionSettings | None:
@@ -79,10 +81,11 @@ class ConversionSettings:
         if not isinstance(data, dict):
             return None
         source, classes, kind = data.get("source"), data.get("classes"), data.get("payload_kind")
+        exif_transpose = data.get("exif_transpose", False)  # absent from older stores
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
-                and all(isinstance(name, str) for name in classes)):
+                and all(isinstance(name, str) for name in classes) and isinstance(exif_transpose, bool)):
             return None
-        return cls(source, classes, kind)
+        return cls(source, classes, kind, exif_transpose)
 
 
 @dataclass
