@@ -38,6 +38,8 @@ __all__ = [
     "CommittedState",
     "WriterIdentity",
     "stats_fit",
+    "check_range",
+    "missing_source_message",
     "incomplete_message",
     "busy_message",
     "check_option_names",
@@ -180,7 +182,20 @@ class StoreReader(ABC):
 
     @abstractmethod
     def source_paths(self, indices: Sequence[int]) -> list[str]:
-        """The source path each record was converted from."""
+        """The source path each record was converted from (``"?"`` where the store lost it)."""
+
+    @abstractmethod
+    def source_path_range(self, start: int, stop: int) -> list[str]:
+        """The source paths of records ``start .. stop - 1``, in one range read.
+
+        Each path is relative to the manifest's ``source`` folder and
+        ``/``-separated. Datasets read their ``samples`` through this, a slice
+        or a window at a time, so no process ever holds every path.
+
+        Raises:
+            IndexError: the range is not within ``0 .. len(self)``.
+            StoreError: a record's source path is missing from the store.
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -288,6 +303,21 @@ class StoreWriter(ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def check_range(start: int, stop: int, length: int) -> None:
+    """Refuse a record range outside ``0 .. length`` (for :meth:`StoreReader.source_path_range`).
+
+    Raises:
+        IndexError: it is.
+    """
+    if not 0 <= start <= stop <= length:
+        raise IndexError(f"records {start}..{stop} are out of range for a store of {length} records")
+
+
+def missing_source_message(where: str, key: str) -> str:
+    """The error message for a record whose source path is not in the store."""
+    return f"{where}: the source path of record {key!r} is missing; reconvert with --overwrite"
 
 
 def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:

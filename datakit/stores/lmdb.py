@@ -53,7 +53,9 @@ from datakit.stores.base import (
     WriterIdentity,
     busy_message,
     check_option_names,
+    check_range,
     incomplete_message,
+    missing_source_message,
     stats_fit,
 )
 from datakit.stores.dirlock import LOCK_NAME, DirectoryLock, lock_holder
@@ -252,6 +254,22 @@ class LMDBReader(StoreReader):
             values = [txn.get(key) for key in keys]
         return [_decode_source(value, key, self.spec.path)[1] if value else "?"
                 for key, value in zip(keys, values, strict=True)]
+
+    def source_path_range(self, start: int, stop: int) -> list[str]:
+        check_range(start, stop, self._manifest.length)
+        paths: list[str] = []
+        with self._env.begin() as txn:
+            cursor = txn.cursor()
+            if start < stop and cursor.set_range(_SOURCE_PREFIX + record_key(start).encode("ascii")):
+                for key, value in cursor:
+                    if bytes(key) != _SOURCE_PREFIX + record_key(start + len(paths)).encode("ascii"):
+                        break  # a gap, or past the source entries
+                    paths.append(_decode_source(bytes(value), bytes(key), self.spec.path)[1])
+                    if len(paths) == stop - start:
+                        break
+        if len(paths) != stop - start:
+            raise StoreError(missing_source_message(self.spec.path, record_key(start + len(paths))))
+        return paths
 
     def close(self) -> None:
         if not self._closed:

@@ -16,7 +16,7 @@ import numpy as np
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.manifest import Manifest, record_key
-from datakit.stores.base import StoreReader, incomplete_message
+from datakit.stores.base import StoreReader, check_range, incomplete_message, missing_source_message
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
@@ -34,6 +34,7 @@ __all__ = ["MongoReader"]
 
 _WINDOW = 256  # sample documents per query while streaming
 _GRIDFS_REPLY_BYTES = 8 << 20  # GridFS chunk bytes asked for per query
+_PATH_WINDOW = 4096  # sample documents per query for source paths (their paths only)
 
 
 class MongoReader(StoreReader):
@@ -213,6 +214,26 @@ class MongoReader(StoreReader):
         )
         by_index = {document["_id"]: decode_source(document.get("source")) for document in documents}
         return [by_index.get(index, "?") for index in wanted]
+
+    def source_path_range(self, start: int, stop: int) -> list[str]:
+        check_range(start, stop, self._manifest.length)
+        where = self.spec.describe()
+        paths: list[str] = []
+        for window in range(start, stop, _PATH_WINDOW):
+            end = min(stop, window + _PATH_WINDOW)
+            documents = self._connection.call(functools.partial(self._sources, window, end),
+                                              [record_key(window), record_key(end - 1)])
+            found = {document["_id"]: document.get("source") for document in documents
+                     if _is_index(document["_id"], window, end)}
+            for index in range(window, end):
+                source = found.get(index)
+                if not isinstance(source, (str, bytes)):
+                    raise StoreError(missing_source_message(where, record_key(index)))
+                paths.append(decode_source(source))
+        return paths
+
+    def _sources(self, start: int, stop: int) -> list[dict[str, Any]]:
+        return list(self._samples().find({"_id": {"$gte": start, "$lt": stop}}, {"source": 1}))
 
     def close(self) -> None:
         self._connection.close()
