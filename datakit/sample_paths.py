@@ -19,6 +19,7 @@ candidate's path back, so a hash collision costs a read, never a wrong answer.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
@@ -74,7 +75,7 @@ class SamplePaths(Sequence[tuple[str, int]]):
                 return [self._pair(position, paths[position - low]) for position in positions]
             return [self[position] for position in positions]
         length = len(self)
-        position = index.__index__()
+        position = operator.index(index)  # a TypeError for anything but an integer or a slice
         if position < 0:
             position += length
         if not 0 <= position < length:

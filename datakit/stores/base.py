@@ -120,7 +120,8 @@ class WriterIdentity:
     host: str
 
     def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}"
+        host = " ".join(self.host.split())[:200] or "an unknown host"  # stored text: keep it one line
+        return f"pid {self.pid} on {host}"
 
 
 class StoreSpec(ABC):
