@@ -261,6 +261,7 @@ def select_backend(device: torch.device, stacklevel: int = 2) -> DeviceBackend:
             or a CUDA index past the machine's devices.
     """
     asked = f"DataLoader(device={str(device)!r})"
+    advice = ""
     if device.type == "cuda":
         if not torch.cuda.is_available():
             reason = "CUDA is not available"
@@ -273,7 +274,8 @@ def select_backend(device: torch.device, stacklevel: int = 2) -> DeviceBackend:
             return CudaBackend(device)
     elif device.type == "mps":
         if torch.backends.mps.is_available():
-            reason = "datakit stages batches only to CUDA devices; move them with batch.to('mps')"
+            reason = "datakit stages batches only to CUDA devices"
+            advice = "; move them with batch.to('mps')"
         else:
             reason = "MPS is not available on this machine"
     else:
@@ -281,5 +283,6 @@ def select_backend(device: torch.device, stacklevel: int = 2) -> DeviceBackend:
             f"{asked}: datakit stages batches only to CUDA devices ('cuda', 'cuda:N'); "
             "device='cpu' or no device delivers them on the CPU"
         )
-    warnings.warn(f"{asked}: {reason}, so batches stay on the CPU.", RuntimeWarning, stacklevel=stacklevel)
+    message = f"{asked}: {reason}, so batches stay on the CPU{advice}."
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
     return CpuBackend()

@@ -129,7 +129,9 @@ def check_fits(saved: Mapping[str, Any] | None, current: Mapping[str, Any], elas
     differing = [key for key in compared if saved[key] != current.get(key)]
     if not differing:
         return
-    may_change = "num_workers, the world size and the batch size" if elastic else "num_workers"
+    may_change = "num_workers, pin_memory, device and generator seeds may differ"
+    if elastic:
+        may_change += "; with this sampler also the world size and the batch size"
     hint = ""
     if "world_size" in differing:
         hint = "; datakit.samplers.DistributedSampler resumes at another world size"
@@ -137,5 +139,5 @@ def check_fits(saved: Mapping[str, Any] | None, current: Mapping[str, Any], elas
         f"this state was saved by a loader with {_words(saved, compared)}; this loader has "
         f"{_words(current, compared)} (differs in {', '.join(_NAMES.get(key, key) for key in differing)}). "
         "Resuming here would repeat or skip samples: load the state into a loader built like the "
-        f"one that saved it (only {may_change} may change{hint})."
+        f"one that saved it ({may_change}{hint})."
     )

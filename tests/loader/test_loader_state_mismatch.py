@@ -119,7 +119,8 @@ def test_a_batch_sampler_is_described_by_its_batch_size_and_sampler():
     assert state["loader"] == {"dataset_length": 30, "batch_size": 7, "drop_last": True,
                                "sampler": "sequential"}
     other = datakit.samplers.BatchSampler(datakit.samplers.SequentialSampler(range(30)), 5, True)
-    assert "differs in batch_size" in refusal(datakit.DataLoader(RangeDataset(30), batch_sampler=other), state)
+    target = datakit.DataLoader(RangeDataset(30), batch_sampler=other)
+    assert "differs in batch_size" in refusal(target, state)
 
 
 class Pairs(tud.Sampler):
@@ -184,8 +185,8 @@ def test_elastic_resume_refuses_another_seed_shuffle_or_dataset():
     assert "differs in seed" in refusal(sharded(4, 1, seed=2), state)
     assert "differs in shuffle" in refusal(sharded(4, 1, seed=1, shuffle=False), state)
     assert "differs in dataset length" in refusal(sharded(4, 1, seed=1, length=999), state)
-    weighted = datakit.DataLoader(RangeDataset(1000), batch_size=10,
-                                  sampler=DistributedWeightedSampler([1.0] * 1000, num_replicas=2, rank=0, seed=1))
+    sampler = DistributedWeightedSampler([1.0] * 1000, num_replicas=2, rank=0, seed=1)
+    weighted = datakit.DataLoader(RangeDataset(1000), batch_size=10, sampler=sampler)
     assert "differs in sampler" in refusal(weighted, state)
 
 
