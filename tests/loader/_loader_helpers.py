@@ -168,6 +168,19 @@ def state(pid: int) -> str:
         return "?"
 
 
+def children_of(parent: int) -> set[int]:
+    """Processes whose parent is ``parent``, read from /proc (for cleanup)."""
+    found = set()
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                if int(handle.read().rsplit(")", 1)[1].split()[1]) == parent:
+                    found.add(int(name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
 def kill_parent_and_watch_workers(command: list[str], find_workers) -> list[int]:
     """Runs ``command``, finds its worker pids, SIGKILLs it; returns the workers still alive 10 s later."""
     workers: list[int] = []
@@ -184,7 +197,10 @@ def kill_parent_and_watch_workers(command: list[str], find_workers) -> list[int]
             wait_until(lambda: all(process_gone(pid) for pid in workers), 10)
             return [pid for pid in workers if not process_gone(pid)]
         finally:
+            # Orphans of a failing run (even one that failed before naming its workers)
+            # must not outlive the test.
+            leftovers = set(workers) | children_of(process.pid)
             process.kill()
-            for pid in workers:  # orphans left by a failing run must not outlive the test
+            for pid in leftovers:
                 if not process_gone(pid):
                     os.kill(pid, signal.SIGKILL)
