@@ -363,7 +363,7 @@ class MongoHostile:
         self.inspect = partial(datakit.inspect, uri, collection=self.collection)
         self.resume = partial(datakit.convert, image_folder, uri, collection=self.collection, resume=True,
                               workers=1)
-        self.spec = datakit.stores.resolve_store(uri, collection=self.collection)
+        self.spec = datakit.stores.resolve_store(uri, {"collection": self.collection})
         self.where, self.cli_args = f"collection={self.collection}", [uri, "--collection", self.collection]
         self.store_files: set[str] = set()
         self.client: Any = MongoClient(uri)
