@@ -47,6 +47,11 @@ class WorkerInfo:
 
 _worker_info: WorkerInfo | None = None
 
+# torch's own function, bound now: a user (or a test harness) may point
+# ``torch.utils.data.get_worker_info`` at ours, and looking it up at call time
+# would then call ourselves until RecursionError.
+_torch_get_worker_info = torch.utils.data.get_worker_info
+
 
 def get_worker_info() -> Any:
     """Returns this worker's :class:`WorkerInfo`, or None in the main process.
@@ -58,7 +63,7 @@ def get_worker_info() -> Any:
     """
     if _worker_info is not None:
         return _worker_info
-    return torch.utils.data.get_worker_info()
+    return _torch_get_worker_info()
 
 
 def _publish_to_torch(info: WorkerInfo) -> None:

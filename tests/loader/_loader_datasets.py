@@ -227,6 +227,25 @@ class WorkerInfoDataset(RangeDataset):
         }
 
 
+class TorchWorkerIdDataset(RangeDataset):
+    """Each sample is the tensor ``[index, worker id]``, the id from ``torch.utils.data.get_worker_info``.
+
+    -1 in the main process. A tensor sample makes collation ask whether it runs in a worker.
+    """
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        info = torch.utils.data.get_worker_info()
+        return torch.tensor([index, -1 if info is None else info.id])
+
+
+class DatakitWorkerIdDataset(RangeDataset):
+    """As :class:`TorchWorkerIdDataset`, the id from ``datakit.get_worker_info`` (read on the package)."""
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        info = datakit.get_worker_info()
+        return torch.tensor([index, -1 if info is None else info.id])
+
+
 def tag_worker(worker_id: int) -> None:
     """A ``worker_init_fn`` that tags the worker's dataset copy with the worker id plus 100."""
     info = datakit.get_worker_info()
