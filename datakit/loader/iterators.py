@@ -23,13 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from datakit.loader.failure import WorkerFailure
+from datakit.loader.failure import WorkerFailure, too_many_open_files
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import pin_loop
 from datakit.loader.pipeline import BatchPipeline
 from datakit.loader.plan import LoaderPlan
-from datakit.loader.pool import WorkerPool
+from datakit.loader.pool import WorkerDiedError, WorkerPool
 from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
 from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
@@ -55,6 +55,7 @@ class _BaseIterator:
         self._drop_last = plan.drop_last
         self._collate_fn = plan.collate_fn
         self._reported_length = plan.reported_length
+        self._num_workers = plan.num_workers
         self._progress = epochs.begin_pass(plan)  # sets the epoch on the samplers
         self._sampler_iter = iter(self._index_sampler)
         self._base_seed = draw_base_seed(plan.generator)
@@ -92,12 +93,22 @@ class _BaseIterator:
             and self._reported_length is not None
             and self._num_yielded > self._reported_length
         ):
-            warnings.warn(
-                f"Length of IterableDataset {self._dataset} was reported to be {self._reported_length} "
-                f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched.",
-                stacklevel=2,
-            )
+            warnings.warn(self._length_warning(), stacklevel=2)
         return data
+
+    def _length_warning(self) -> str:
+        """torch's warning, word for word (its missing space before "(when" included): tools match on it."""
+        text = (
+            f"Length of IterableDataset {self._dataset} was reported to be {self._reported_length}"
+            f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched. "
+        )
+        if self._num_workers > 0:
+            text += (
+                "For multiprocessing data-loading, this could be caused by not properly configuring the "
+                "IterableDataset replica at each worker. Please see "
+                "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples."
+            )
+        return text
 
     def restart(self, plan: LoaderPlan) -> None:
         """Starts the next pass over the same index sampler and workers (persistent workers).
@@ -180,6 +191,7 @@ class MultiProcessIterator(_BaseIterator):
         assert plan.prefetch_factor is not None and plan.prefetch_factor > 0, "validated by DataLoader"
         self._persistent = plan.persistent_workers
         self._timeout = float(plan.timeout)
+        self._timeout_as_given = plan.timeout  # torch's message shows it as given: "1 seconds"
         self._epoch = 0
         self._ended = False
         self._ledger = TaskLedger(plan.num_workers, plan.prefetch_factor, plan.in_order)
@@ -293,11 +305,19 @@ class MultiProcessIterator(_BaseIterator):
                 if deadline is None
                 else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
             )
-            item = self._receive_once(wait)
+            try:
+                item = self._receive_once(wait)
+            except WorkerDiedError:
+                raise
+            except Exception as error:
+                advice = too_many_open_files()  # receiving fails obscurely at the descriptor limit
+                if advice is not None:
+                    raise advice from error
+                raise
             if item is not None:
                 return item
             if deadline is not None and time.monotonic() >= deadline:
-                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+                raise RuntimeError(f"DataLoader timed out after {self._timeout_as_given} seconds")
 
     def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
         if self._results is None:

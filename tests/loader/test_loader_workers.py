@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from tests.loader._loader_datasets import (
     RangeDataset,
     ShardedIterable,
     TorchWorkerIdDataset,
+    UnderReportingIterable,
     WorkerInfoDataset,
     tag_worker,
 )
@@ -75,6 +77,24 @@ def test_datakit_get_worker_info_aliased_to_torch(monkeypatch, loader_class, num
     pairs = torch.cat(list(loader)).tolist()
     assert pairs == expected_worker_ids(num_workers)
     assert datakit.get_worker_info() is None
+
+
+def length_warnings(loader_class: type, dataset: UnderReportingIterable, num_workers: int) -> list[str]:
+    loader = loader_class(dataset, batch_size=None, num_workers=num_workers)
+    assert len(loader) == dataset.reported
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        samples = list(loader)
+    assert len(samples) == dataset.length * max(num_workers, 1)
+    return [str(warning.message) for warning in caught if warning.category is UserWarning]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_iterable_length_warning_is_torchs(num_workers):
+    dataset = UnderReportingIterable(length=5, reported=3)
+    theirs = length_warnings(tud.DataLoader, dataset, num_workers)
+    assert len(theirs) == 5 * max(num_workers, 1) - 3
+    assert length_warnings(datakit.DataLoader, dataset, num_workers) == theirs
 
 
 @pytest.mark.parametrize("base_seed", [0, 1, 2**32 - 1, 2**32 + 5, 2**63 - 1])
