@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.failure import WorkerFailure, too_many_open_files
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
@@ -57,12 +58,18 @@ class _BaseIterator:
         self._reported_length = plan.reported_length
         self._num_workers = plan.num_workers
         self._progress = epochs.begin_pass(plan)  # sets the epoch on the samplers
+        self._shared_seeds = SharedSeeds() if is_iter_datapipe(plan.dataset) else None
+        self._shared_seed = self._draw_shared_seed(plan)  # torch draws it before anything else
         self._sampler_iter = iter(self._index_sampler)
         self._base_seed = draw_base_seed(plan.generator)
         self._sampler_iter, self._base_seed = epochs.start_pass(
             plan, self._progress, self._sampler_iter, self._base_seed
         )  # a resumed pass: generators put back, delivered batches skipped
         self._num_yielded = 0
+
+    def _draw_shared_seed(self, plan: LoaderPlan) -> int | None:
+        """One pass's seed for an ``IterDataPipe``'s random pipes (None for other datasets)."""
+        return None if self._shared_seeds is None else self._shared_seeds.draw(plan.generator)
 
     def _make_fetcher(self) -> Callable[[Any, Callable[[Any], Any], bool, bool], Fetcher]:
         return IterableFetcher if self._is_iterable else MapFetcher
@@ -133,6 +140,10 @@ class SingleProcessIterator(_BaseIterator):
 
     def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
         super().__init__(plan, epochs)
+        if self._shared_seed is not None:
+            reseed(self._dataset, self._shared_seed)
+        if is_datapipe(self._dataset):
+            shard(self._dataset)
         self._fetcher = self._make_fetcher()(
             self._dataset, self._collate_fn, self._auto_collation, self._drop_last
         )
@@ -208,6 +219,7 @@ class MultiProcessIterator(_BaseIterator):
             base_seed=self._base_seed,
             num_workers=plan.num_workers,
             worker_init_fn=plan.worker_init_fn,
+            shared_seed=self._shared_seed,
         )
         self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
@@ -238,6 +250,9 @@ class MultiProcessIterator(_BaseIterator):
             )
             self._resources.pin_thread = thread
             thread.start()
+        # torch's iterator draws a second shared seed here (for its own copy of the graph, which it
+        # never iterates); drawn and dropped so that the generator stays in step with torch's
+        self._draw_shared_seed(plan)
         self._fill()
 
     def _make_slots(self, plan: LoaderPlan) -> BatchSlots | None:
@@ -268,8 +283,9 @@ class MultiProcessIterator(_BaseIterator):
         super().restart(plan)
         self._epoch += 1
         try:
+            shared_seed = self._draw_shared_seed(plan)
             for worker_id in range(self._pool.num_workers):
-                self._pool.send(worker_id, Resume(self._epoch))
+                self._pool.send(worker_id, Resume(self._epoch, shared_seed))
             self._ledger.reset(first_task_id=self._ledger.next_send)
             self._ended = False
             self._fill()
