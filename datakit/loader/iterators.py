@@ -397,3 +397,7 @@ class MultiProcessIterator(_BaseIterator):
     def shutdown(self) -> None:
         """Stops the workers and the pin thread now; a later ``next()`` raises ``RuntimeError``."""
         self._finalizer()
+
+    # torch's name: code written for torch (PyTorch Lightning, torch's own tests) calls
+    # ``loader._iterator._shutdown_workers()`` to stop persistent workers.
+    _shutdown_workers = shutdown

@@ -268,6 +268,16 @@ def test_persistent_loader_recovers_after_a_fatal_error():
     assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
 
+def test_torchs_shutdown_workers_name_stops_persistent_workers():
+    # PyTorch Lightning (and torch's tests) stop persistent workers with this private name
+    loader = datakit.DataLoader(RangeDataset(8), batch_size=2, num_workers=2, persistent_workers=True)
+    assert len(list(loader)) == 4
+    pids = loader._iterator.worker_pids
+    loader._iterator._shutdown_workers()
+    assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+    assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]  # fresh workers
+
+
 def test_persistent_worker_killed_between_epochs():
     loader = datakit.DataLoader(RangeDataset(8), batch_size=2, num_workers=2, persistent_workers=True)
     assert len(list(loader)) == 4
