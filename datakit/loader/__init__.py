@@ -13,6 +13,7 @@ Public names are re-exported by :mod:`datakit` (``DataLoader``,
 * ``nested``: walking nested samples and batches (one walker for all).
 * ``collate``: samples to batches.
 * ``fetch``: indices to a collated batch (map-style or iterable).
+* ``datapipes``: DataPipe graphs shuffled, seeded and sharded as torch does.
 * ``protocol``: the messages between the main process and the workers.
 * ``channel``: sending on a pipe with a liveness check while waiting for room.
 * ``failure``: exceptions carried across processes as values.

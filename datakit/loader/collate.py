@@ -34,6 +34,17 @@ _PIL_MESSAGE = (
 )
 
 
+# torch's text (torch/utils/data/_utils/collate.py), word for word: tests and users match on it.
+_UNSUPPORTED_TENSORS = (
+    "Batches of {} tensors are not currently supported by the default collate_fn; "
+    "please provide a custom collate_fn to handle them appropriately."
+)
+
+_SPARSE_LAYOUTS = frozenset(
+    {torch.sparse_coo, torch.sparse_csr, torch.sparse_bsr, torch.sparse_csc, torch.sparse_bsc}
+)
+
+
 def _is_numpy_value(data: object) -> bool:
     """True for numpy arrays and numpy scalars other than numpy strings."""
     kind = type(data)
@@ -75,15 +86,11 @@ def _in_worker_process() -> bool:
 def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
     first = batch[0]
     if first.is_nested:
-        raise RuntimeError(
-            "Batches of nested tensors are not supported by default_collate; "
-            "pass a collate_fn that handles them."
-        )
+        raise RuntimeError(_UNSUPPORTED_TENSORS.format("nested"))
+    if first.layout in _SPARSE_LAYOUTS:
+        raise RuntimeError(_UNSUPPORTED_TENSORS.format("sparse"))
     if first.layout != torch.strided:
-        raise RuntimeError(
-            f"Batches of {first.layout} tensors are not supported by default_collate; "
-            "pass a collate_fn that handles them."
-        )
+        raise RuntimeError(_UNSUPPORTED_TENSORS.format(str(first.layout).removeprefix("torch.")))
     out = None
     if first.device.type == "cpu" and _in_worker_process():
         # Allocate the result in shared memory so it crosses the process boundary as a handle.

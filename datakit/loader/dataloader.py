@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from datakit.loader.collate import default_collate, default_convert
+from datakit.loader.datapipes import apply_shuffle, is_iter_datapipe
 from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, parse_device, select_backend
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
 from datakit.loader.plan import LoaderPlan
@@ -134,7 +135,9 @@ class DataLoader(Generic[T]):
         self._is_iterable = isinstance(dataset, IterableDataset)
 
         if self._is_iterable:
-            if shuffle not in {False, None}:
+            if is_iter_datapipe(dataset):
+                apply_shuffle(dataset, shuffle)  # a DataPipe graph shuffles itself, as in torch
+            elif shuffle not in {False, None}:
                 raise ValueError(
                     "DataLoader with IterableDataset: expected unspecified shuffle option, "
                     f"but got shuffle={shuffle}"

@@ -23,13 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from datakit.loader.failure import WorkerFailure
+from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
+from datakit.loader.failure import WorkerFailure, too_many_open_files
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import pin_loop
 from datakit.loader.pipeline import BatchPipeline
 from datakit.loader.plan import LoaderPlan
-from datakit.loader.pool import WorkerPool
+from datakit.loader.pool import WorkerDiedError, WorkerPool
 from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
 from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
@@ -55,13 +56,20 @@ class _BaseIterator:
         self._drop_last = plan.drop_last
         self._collate_fn = plan.collate_fn
         self._reported_length = plan.reported_length
+        self._num_workers = plan.num_workers
         self._progress = epochs.begin_pass(plan)  # sets the epoch on the samplers
+        self._shared_seeds = SharedSeeds() if is_iter_datapipe(plan.dataset) else None
+        self._shared_seed = self._draw_shared_seed(plan)  # torch draws it before anything else
         self._sampler_iter = iter(self._index_sampler)
         self._base_seed = draw_base_seed(plan.generator)
         self._sampler_iter, self._base_seed = epochs.start_pass(
             plan, self._progress, self._sampler_iter, self._base_seed
         )  # a resumed pass: generators put back, delivered batches skipped
         self._num_yielded = 0
+
+    def _draw_shared_seed(self, plan: LoaderPlan) -> int | None:
+        """One pass's seed for an ``IterDataPipe``'s random pipes (None for other datasets)."""
+        return None if self._shared_seeds is None else self._shared_seeds.draw(plan.generator)
 
     def _make_fetcher(self) -> Callable[[Any, Callable[[Any], Any], bool, bool], Fetcher]:
         return IterableFetcher if self._is_iterable else MapFetcher
@@ -92,12 +100,22 @@ class _BaseIterator:
             and self._reported_length is not None
             and self._num_yielded > self._reported_length
         ):
-            warnings.warn(
-                f"Length of IterableDataset {self._dataset} was reported to be {self._reported_length} "
-                f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched.",
-                stacklevel=2,
-            )
+            warnings.warn(self._length_warning(), stacklevel=2)
         return data
+
+    def _length_warning(self) -> str:
+        """torch's warning, word for word (its missing space before "(when" included): tools match on it."""
+        text = (
+            f"Length of IterableDataset {self._dataset} was reported to be {self._reported_length}"
+            f"(when accessing len(dataloader)), but {self._num_yielded} samples have been fetched. "
+        )
+        if self._num_workers > 0:
+            text += (
+                "For multiprocessing data-loading, this could be caused by not properly configuring the "
+                "IterableDataset replica at each worker. Please see "
+                "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples."
+            )
+        return text
 
     def restart(self, plan: LoaderPlan) -> None:
         """Starts the next pass over the same index sampler and workers (persistent workers).
@@ -122,6 +140,10 @@ class SingleProcessIterator(_BaseIterator):
 
     def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
         super().__init__(plan, epochs)
+        if self._shared_seed is not None:
+            reseed(self._dataset, self._shared_seed)
+        if is_datapipe(self._dataset):
+            shard(self._dataset)
         self._fetcher = self._make_fetcher()(
             self._dataset, self._collate_fn, self._auto_collation, self._drop_last
         )
@@ -180,6 +202,7 @@ class MultiProcessIterator(_BaseIterator):
         assert plan.prefetch_factor is not None and plan.prefetch_factor > 0, "validated by DataLoader"
         self._persistent = plan.persistent_workers
         self._timeout = float(plan.timeout)
+        self._timeout_as_given = plan.timeout  # torch's message shows it as given: "1 seconds"
         self._epoch = 0
         self._ended = False
         self._ledger = TaskLedger(plan.num_workers, plan.prefetch_factor, plan.in_order)
@@ -196,6 +219,7 @@ class MultiProcessIterator(_BaseIterator):
             base_seed=self._base_seed,
             num_workers=plan.num_workers,
             worker_init_fn=plan.worker_init_fn,
+            shared_seed=self._shared_seed,
         )
         self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
@@ -226,6 +250,9 @@ class MultiProcessIterator(_BaseIterator):
             )
             self._resources.pin_thread = thread
             thread.start()
+        # torch's iterator draws a second shared seed here (for its own copy of the graph, which it
+        # never iterates); drawn and dropped so that the generator stays in step with torch's
+        self._draw_shared_seed(plan)
         self._fill()
 
     def _make_slots(self, plan: LoaderPlan) -> BatchSlots | None:
@@ -256,8 +283,9 @@ class MultiProcessIterator(_BaseIterator):
         super().restart(plan)
         self._epoch += 1
         try:
+            shared_seed = self._draw_shared_seed(plan)
             for worker_id in range(self._pool.num_workers):
-                self._pool.send(worker_id, Resume(self._epoch))
+                self._pool.send(worker_id, Resume(self._epoch, shared_seed))
             self._ledger.reset(first_task_id=self._ledger.next_send)
             self._ended = False
             self._fill()
@@ -293,11 +321,19 @@ class MultiProcessIterator(_BaseIterator):
                 if deadline is None
                 else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
             )
-            item = self._receive_once(wait)
+            try:
+                item = self._receive_once(wait)
+            except WorkerDiedError:
+                raise
+            except Exception as error:
+                advice = too_many_open_files()  # receiving fails obscurely at the descriptor limit
+                if advice is not None:
+                    raise advice from error
+                raise
             if item is not None:
                 return item
             if deadline is not None and time.monotonic() >= deadline:
-                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+                raise RuntimeError(f"DataLoader timed out after {self._timeout_as_given} seconds")
 
     def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
         if self._results is None:
@@ -361,3 +397,7 @@ class MultiProcessIterator(_BaseIterator):
     def shutdown(self) -> None:
         """Stops the workers and the pin thread now; a later ``next()`` raises ``RuntimeError``."""
         self._finalizer()
+
+    # torch's name: code written for torch (PyTorch Lightning, torch's own tests) calls
+    # ``loader._iterator._shutdown_workers()`` to stop persistent workers.
+    _shutdown_workers = shutdown

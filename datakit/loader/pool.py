@@ -13,12 +13,12 @@ import contextlib
 import fcntl
 import multiprocessing
 import multiprocessing.connection
-import signal
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 from datakit.loader import channel
+from datakit.loader.failure import describe_worker_exit
 from datakit.loader.lifeline import ParentLink
 from datakit.loader.protocol import STOP, Result
 from datakit.loader.worker import WorkerConfig, worker_loop
@@ -42,18 +42,6 @@ class WorkerDiedError(RuntimeError):
 def _grow_pipe(connection: Connection) -> None:
     with contextlib.suppress(OSError):  # best effort: the default buffer only costs some waiting
         fcntl.fcntl(connection.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
-
-
-def _describe_exit(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "is no longer reachable"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        return f"was killed by signal {name} ({-exitcode})"
-    return f"exited unexpectedly with exit code {exitcode}"
 
 
 class WorkerPool:
@@ -169,11 +157,7 @@ class WorkerPool:
     def _died(self, worker_id: int) -> WorkerDiedError:
         process = self._processes[worker_id]
         process.join(timeout=_JOIN_SECONDS)
-        return WorkerDiedError(
-            f"DataLoader worker {worker_id} (pid {process.pid}) {_describe_exit(process.exitcode)}. "
-            "If it was killed by SIGKILL, the machine may be out of memory (the OOM killer); "
-            "try fewer workers, a smaller batch or prefetch_factor."
-        )
+        return WorkerDiedError(describe_worker_exit(worker_id, process.pid, process.exitcode))
 
     def shutdown(self) -> None:
         """Stops every worker and closes every pipe; safe to call more than once.

@@ -46,9 +46,11 @@ class Resume:
 
     Attributes:
         epoch: The number of the epoch that starts (for diagnostics).
+        shared_seed: The pass's seed for an ``IterDataPipe``'s random pipes; None otherwise.
     """
 
     epoch: int
+    shared_seed: int | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from datakit.loader import channel
+from datakit.loader import channel, datapipes
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
 from datakit.loader.lifeline import ParentLink
@@ -48,6 +48,11 @@ class WorkerInfo:
 
 _worker_info: WorkerInfo | None = None
 
+# torch's own function, bound now: a user (or a test harness) may point
+# ``torch.utils.data.get_worker_info`` at ours, and looking it up at call time
+# would then call ourselves until RecursionError.
+_torch_get_worker_info = torch.utils.data.get_worker_info
+
 
 def get_worker_info() -> Any:
     """Returns this worker's :class:`WorkerInfo`, or None in the main process.
@@ -59,7 +64,7 @@ def get_worker_info() -> Any:
     """
     if _worker_info is not None:
         return _worker_info
-    return torch.utils.data.get_worker_info()
+    return _torch_get_worker_info()
 
 
 def _publish_to_torch(info: WorkerInfo) -> None:
@@ -95,6 +100,8 @@ class WorkerConfig:
         num_workers: How many workers the loader runs.
         worker_init_fn: Called with the worker id after seeding, or None.
         poll_interval: Seconds between checks that the parent is alive.
+        shared_seed: Seed of an ``IterDataPipe``'s random pipes for the first
+            pass (the same in every worker); None for other datasets.
     """
 
     dataset: Any
@@ -106,6 +113,7 @@ class WorkerConfig:
     num_workers: int
     worker_init_fn: Callable[[int], None] | None
     poll_interval: float = 1.0
+    shared_seed: int | None = None
 
     def new_fetcher(self, dataset: Any) -> Fetcher:
         """Builds a fetcher over ``dataset`` (this process's copy)."""
@@ -166,10 +174,14 @@ def worker_loop(
         torch.set_num_threads(1)
         seed = _seed_everything(config.base_seed, worker_id)
         dataset = config.dataset
+        if config.shared_seed is not None:
+            datapipes.reseed(dataset, config.shared_seed)
         _worker_info = WorkerInfo(id=worker_id, num_workers=config.num_workers, seed=seed, dataset=dataset)
         _publish_to_torch(_worker_info)
         where = f"DataLoader worker process {worker_id} (pid {os.getpid()})"
         try:
+            if datapipes.is_datapipe(dataset):
+                datapipes.shard(dataset, worker_id, config.num_workers)  # before worker_init_fn, as torch
             if config.worker_init_fn is not None:
                 config.worker_init_fn(worker_id)
             fetcher: Fetcher | WorkerFailure = config.new_fetcher(dataset)
@@ -209,6 +221,8 @@ def _serve(
         if isinstance(message, Resume):
             exhausted = False
             try:
+                if message.shared_seed is not None:
+                    datapipes.reseed(config.dataset, message.shared_seed)
                 fetcher = config.new_fetcher(config.dataset)
             except Exception:
                 fetcher = WorkerFailure.capture(where)

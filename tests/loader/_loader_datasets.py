@@ -179,6 +179,34 @@ class KillingDataset(RangeDataset):
         return index
 
 
+class ExitingDataset(RangeDataset):
+    """Ends the worker process that fetches ``bad_index`` with ``os._exit(code)`` (never the main process)."""
+
+    def __init__(self, length: int = 16, bad_index: int = 0, code: int = 3) -> None:
+        super().__init__(length)
+        self.bad_index = bad_index
+        self.code = code
+
+    def __getitem__(self, index: int) -> int:
+        if index == self.bad_index and datakit.get_worker_info() is not None:
+            os._exit(self.code)
+        return index
+
+
+class UnderReportingIterable(IterableDataset):
+    """Yields ``range(length)`` but reports ``reported`` as its length (not sharded across workers)."""
+
+    def __init__(self, length: int = 5, reported: int = 3) -> None:
+        self.length = length
+        self.reported = reported
+
+    def __len__(self) -> int:
+        return self.reported
+
+    def __iter__(self):
+        return iter(range(self.length))
+
+
 class HangingDataset(RangeDataset):
     """Blocks (in workers) on ``hang_index`` until the process is stopped.
 
@@ -225,6 +253,25 @@ class WorkerInfoDataset(RangeDataset):
             "torch_id": -1 if torch_info is None else torch_info.id,
             "init_tag": getattr(self, "init_tag", -1),
         }
+
+
+class TorchWorkerIdDataset(RangeDataset):
+    """Each sample is the tensor ``[index, worker id]``, the id from ``torch.utils.data.get_worker_info``.
+
+    -1 in the main process. A tensor sample makes collation ask whether it runs in a worker.
+    """
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        info = torch.utils.data.get_worker_info()
+        return torch.tensor([index, -1 if info is None else info.id])
+
+
+class DatakitWorkerIdDataset(RangeDataset):
+    """As :class:`TorchWorkerIdDataset`, the id from ``datakit.get_worker_info`` (read on the package)."""
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        info = datakit.get_worker_info()
+        return torch.tensor([index, -1 if info is None else info.id])
 
 
 def tag_worker(worker_id: int) -> None:

@@ -34,6 +34,24 @@ BATCHES = {
 }
 
 
+UNSUPPORTED_TENSORS = {
+    "nested": lambda: torch.nested.nested_tensor([torch.randn(2), torch.randn(3)]),
+    "sparse-coo": lambda: torch.eye(3).to_sparse(),
+    "sparse-csr": lambda: torch.eye(3).to_sparse_csr(),
+}
+
+
+@pytest.mark.parametrize("name", list(UNSUPPORTED_TENSORS))
+@pytest.mark.filterwarnings("ignore:.*(prototype stage|beta state):UserWarning")  # torch's notices
+def test_unsupported_tensor_layouts_raise_torchs_error(name):
+    batch = [UNSUPPORTED_TENSORS[name](), UNSUPPORTED_TENSORS[name]()]
+    with pytest.raises(RuntimeError) as theirs:
+        tud.default_collate(batch)
+    with pytest.raises(RuntimeError) as ours:
+        datakit.default_collate(batch)
+    assert str(ours.value) == str(theirs.value)
+
+
 @pytest.mark.parametrize("name", list(BATCHES))
 def test_default_collate_matches_torch(name):
     batch = BATCHES[name]

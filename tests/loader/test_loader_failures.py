@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 import datakit
 from datakit.loader.device import CpuBackend
 from tests.loader._loader_datasets import (
+    ExitingDataset,
     FailingDataset,
     HangingDataset,
     KillingDataset,
@@ -96,7 +99,7 @@ def test_sigkilled_worker_raises_with_pid_and_signal(pin_thread):
     )
     iterator = iter(loader)
     pids = iterator.worker_pids
-    with pytest.raises(RuntimeError, match=r"pid \d+\) was killed by signal SIGKILL") as caught:
+    with pytest.raises(RuntimeError, match=r"pid \d+\) is killed by signal: .*SIGKILL") as caught:
         list(iterator)
     assert any(str(pid) in str(caught.value) for pid in pids)
     # the surviving worker was stopped too
@@ -108,7 +111,7 @@ def test_worker_killed_from_outside_is_detected():
     iterator = iter(loader)
     victim = iterator.worker_pids[0]
     os.kill(victim, signal.SIGKILL)
-    with pytest.raises(RuntimeError, match=rf"pid {victim}\) was killed by signal SIGKILL"):
+    with pytest.raises(RuntimeError, match=rf"pid {victim}\) is killed by signal: .*SIGKILL"):
         next(iterator)
 
 
@@ -123,6 +126,72 @@ def test_timeout_raises(pin_thread):
     with pytest.raises(RuntimeError, match="timed out after 0.5 seconds"):
         next(iterator)
     assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+
+
+def test_timeout_message_is_torchs():
+    # torch prints the timeout as given ("1 seconds", not "1.0 seconds"); tools match on it
+    loader = datakit.DataLoader(HangingDataset(4, hang_index=0), batch_size=2, num_workers=1, timeout=1)
+    with pytest.raises(RuntimeError, match=r"^DataLoader timed out after 1 seconds$"):
+        next(iter(loader))
+
+
+def test_killed_worker_message_starts_with_torchs_sentence():
+    loader = datakit.DataLoader(KillingDataset(4, bad_index=0), batch_size=2, num_workers=1)
+    iterator = iter(loader)
+    pid = iterator.worker_pids[0]
+    with pytest.raises(RuntimeError) as caught:
+        next(iterator)
+    message = str(caught.value)
+    name = signal.strsignal(signal.SIGKILL)  # "Killed": torch's C++ handler uses strsignal
+    assert message.startswith(f"DataLoader worker (pid {pid}) is killed by signal: {name}. ")
+    assert "worker 0" in message and "SIGKILL (9)" in message and "out of memory" in message
+
+
+def test_worker_exit_code_message_starts_with_torchs_sentence():
+    loader = datakit.DataLoader(ExitingDataset(4, bad_index=0, code=3), batch_size=2, num_workers=1)
+    iterator = iter(loader)
+    pid = iterator.worker_pids[0]
+    with pytest.raises(RuntimeError) as caught:
+        next(iterator)
+    assert str(caught.value).startswith(
+        f"DataLoader worker (pid {pid}) exited unexpectedly with exit code 3. Details are lost due to "
+        "multiprocessing. Rerunning with num_workers=0 may give better error trace."
+    )
+
+
+FD_LIMIT_SCRIPT = """
+import resource, sys
+import torch
+from torch.utils.data import IterableDataset
+import datakit
+
+class RandomTensors(IterableDataset):
+    def __iter__(self):
+        return (torch.randn(2, 2) for _ in range(200))
+
+kept = []  # every received tensor keeps its shared-memory file descriptor open
+resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))
+try:
+    for tensor in datakit.DataLoader(RandomTensors(), num_workers=1, multiprocessing_context="fork",
+                                     persistent_workers=sys.argv[1] == "True"):
+        kept.append(tensor)
+except RuntimeError as error:
+    print(error)
+else:
+    print("no error after", len(kept), "tensors")
+"""
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_running_out_of_file_descriptors_gives_torchs_advice(persistent):
+    # torch's test_fd_limit_exceeded: the raw "received 0 items of ancdata" says nothing useful
+    result = subprocess.run(
+        [sys.executable, "-c", FD_LIMIT_SCRIPT, str(persistent)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Too many open files. Communication with the workers is no longer")
+    assert "`ulimit -n`" in result.stdout
+    assert "torch.multiprocessing.set_sharing_strategy('file_system')" in result.stdout
 
 
 def pin_thread_alive() -> bool:
@@ -199,12 +268,22 @@ def test_persistent_loader_recovers_after_a_fatal_error():
     assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
 
+def test_torchs_shutdown_workers_name_stops_persistent_workers():
+    # PyTorch Lightning (and torch's tests) stop persistent workers with this private name
+    loader = datakit.DataLoader(RangeDataset(8), batch_size=2, num_workers=2, persistent_workers=True)
+    assert len(list(loader)) == 4
+    pids = loader._iterator.worker_pids
+    loader._iterator._shutdown_workers()
+    assert wait_until(lambda: all(process_gone(pid) for pid in pids))
+    assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]  # fresh workers
+
+
 def test_persistent_worker_killed_between_epochs():
     loader = datakit.DataLoader(RangeDataset(8), batch_size=2, num_workers=2, persistent_workers=True)
     assert len(list(loader)) == 4
     victim = loader._iterator.worker_pids[0]
     os.kill(victim, signal.SIGKILL)
     assert wait_until(lambda: process_gone(victim))
-    with pytest.raises(RuntimeError, match=rf"pid {victim}\) was killed by signal SIGKILL"):
+    with pytest.raises(RuntimeError, match=rf"pid {victim}\) is killed by signal: .*SIGKILL"):
         list(loader)
     assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -13,11 +14,14 @@ from torch.utils.data._utils.worker import _generate_state
 import datakit
 from datakit.loader.worker import numpy_seed
 from tests.loader._loader_datasets import (
+    DatakitWorkerIdDataset,
     GetItemsDataset,
     ImageDataset,
     RandomDataset,
     RangeDataset,
     ShardedIterable,
+    TorchWorkerIdDataset,
+    UnderReportingIterable,
     WorkerInfoDataset,
     tag_worker,
 )
@@ -42,6 +46,55 @@ def test_worker_info_and_init_fn():
         assert batch["seed"].tolist() == [base_seed + worker] * 2
         assert batch["same_dataset_type"].tolist() == [True, True]
         assert batch["init_tag"].tolist() == [100 + worker] * 2
+
+
+LOADERS = [pytest.param(datakit.DataLoader, id="datakit"), pytest.param(tud.DataLoader, id="torch")]
+
+
+def expected_worker_ids(num_workers: int) -> list[list[int]]:
+    """``[index, worker id]`` pairs of 8 samples in batches of 2 (round robin over the workers)."""
+    return [[i, -1 if num_workers == 0 else (i // 2) % num_workers] for i in range(8)]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("loader_class", LOADERS)
+def test_torch_get_worker_info_aliased_to_datakit(monkeypatch, loader_class, num_workers):
+    # docs/loader.md says the two functions answer "in both directions", which invites
+    # torch.utils.data.get_worker_info = datakit.get_worker_info; collating tensors then
+    # asks datakit's function, which must not call itself through torch's name.
+    monkeypatch.setattr(tud, "get_worker_info", datakit.get_worker_info)
+    loader = loader_class(TorchWorkerIdDataset(8), batch_size=2, num_workers=num_workers)
+    pairs = torch.cat(list(loader)).tolist()
+    assert pairs == expected_worker_ids(num_workers)
+    assert tud.get_worker_info() is None
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("loader_class", LOADERS)
+def test_datakit_get_worker_info_aliased_to_torch(monkeypatch, loader_class, num_workers):
+    monkeypatch.setattr(datakit, "get_worker_info", tud.get_worker_info)
+    loader = loader_class(DatakitWorkerIdDataset(8), batch_size=2, num_workers=num_workers)
+    pairs = torch.cat(list(loader)).tolist()
+    assert pairs == expected_worker_ids(num_workers)
+    assert datakit.get_worker_info() is None
+
+
+def length_warnings(loader_class: type, dataset: UnderReportingIterable, num_workers: int) -> list[str]:
+    loader = loader_class(dataset, batch_size=None, num_workers=num_workers)
+    assert len(loader) == dataset.reported
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        samples = list(loader)
+    assert len(samples) == dataset.length * max(num_workers, 1)
+    return [str(warning.message) for warning in caught if warning.category is UserWarning]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_iterable_length_warning_is_torchs(num_workers):
+    dataset = UnderReportingIterable(length=5, reported=3)
+    theirs = length_warnings(tud.DataLoader, dataset, num_workers)
+    assert len(theirs) == 5 * max(num_workers, 1) - 3
+    assert length_warnings(datakit.DataLoader, dataset, num_workers) == theirs
 
 
 @pytest.mark.parametrize("base_seed", [0, 1, 2**32 - 1, 2**32 + 5, 2**63 - 1])
