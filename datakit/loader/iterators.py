@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from datakit.loader.batchpath import batch_finisher
+from datakit.loader.epoch_seed import epoch_seed_set
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
@@ -130,7 +132,8 @@ class SingleProcessIterator(_BaseIterator):
     def _fetch_next(self) -> Any:
         indices = next(self._sampler_iter)
         try:
-            data = self._fetcher.fetch(indices)
+            with epoch_seed_set(self._base_seed, self._progress.epoch):
+                data = self._fetcher.fetch(indices)
         except Exception:
             self._progress.deliver(failed=True)
             raise
@@ -180,7 +183,6 @@ class MultiProcessIterator(_BaseIterator):
         assert plan.prefetch_factor is not None and plan.prefetch_factor > 0, "validated by DataLoader"
         self._persistent = plan.persistent_workers
         self._timeout = float(plan.timeout)
-        self._epoch = 0
         self._ended = False
         self._ledger = TaskLedger(plan.num_workers, plan.prefetch_factor, plan.in_order)
         self._slots = self._make_slots(plan)
@@ -196,6 +198,7 @@ class MultiProcessIterator(_BaseIterator):
             base_seed=self._base_seed,
             num_workers=plan.num_workers,
             worker_init_fn=plan.worker_init_fn,
+            epoch=self._progress.epoch,
         )
         self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
@@ -206,6 +209,7 @@ class MultiProcessIterator(_BaseIterator):
             in_flight=self._ledger.capacity,
             slots=self._slots,
             should_stop=self._resources.done.is_set,
+            finish=batch_finisher(self._dataset) if self._slots is not None else None,
         )
         self._results: queue.Queue[Any] | None = None
         if self._pipeline.pins:
@@ -254,10 +258,9 @@ class MultiProcessIterator(_BaseIterator):
     def restart(self, plan: LoaderPlan) -> None:
         """Starts the next pass with the same workers; on failure they are shut down."""
         super().restart(plan)
-        self._epoch += 1
         try:
             for worker_id in range(self._pool.num_workers):
-                self._pool.send(worker_id, Resume(self._epoch))
+                self._pool.send(worker_id, Resume(self._progress.epoch))
             self._ledger.reset(first_task_id=self._ledger.next_send)
             self._ended = False
             self._fill()

@@ -21,6 +21,7 @@ import torch
 import torch.utils.data
 
 from datakit.loader import channel
+from datakit.loader.epoch_seed import set_epoch_seed
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
 from datakit.loader.protocol import STOP, Exhausted, Resume
@@ -94,6 +95,9 @@ class WorkerConfig:
         num_workers: How many workers the loader runs.
         worker_init_fn: Called with the worker id after seeding, or None.
         poll_interval: Seconds between checks that the parent is alive.
+        epoch: The loader's epoch at the workers' start; with
+            ``base_seed``, it sets :func:`~datakit.loader.epoch_seed.epoch_seed`
+            (a :class:`~datakit.loader.protocol.Resume` sets the next one).
     """
 
     dataset: Any
@@ -105,6 +109,7 @@ class WorkerConfig:
     num_workers: int
     worker_init_fn: Callable[[int], None] | None
     poll_interval: float = 1.0
+    epoch: int = 0
 
     def new_fetcher(self, dataset: Any) -> Fetcher:
         """Builds a fetcher over ``dataset`` (this process's copy)."""
@@ -159,6 +164,7 @@ def worker_loop(
     try:
         torch.set_num_threads(1)
         seed = _seed_everything(config.base_seed, worker_id)
+        set_epoch_seed(config.base_seed, config.epoch)
         dataset = config.dataset
         _worker_info = WorkerInfo(id=worker_id, num_workers=config.num_workers, seed=seed, dataset=dataset)
         _publish_to_torch(_worker_info)
@@ -202,6 +208,7 @@ def _serve(
         if message is STOP:
             return
         if isinstance(message, Resume):
+            set_epoch_seed(config.base_seed, message.epoch)
             exhausted = False
             try:
                 fetcher = config.new_fetcher(config.dataset)

@@ -293,6 +293,7 @@ def _resample(region: np.ndarray, height: int, width: int,
     if not batch.is_contiguous(memory_format=torch.channels_last):
         batch = batch.contiguous(memory_format=torch.channels_last)
     scale_y, scale_x = scales if scales is not None else (None, None)
+    # import-graph: allow-private: ATen's op behind F.interpolate (which takes sizes or scales, not both)
     resized: torch.Tensor = torch.ops.aten._upsample_bilinear2d_aa.default(
         batch, [height, width], False, scale_y, scale_x)
     return resized[0]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from datakit.vision import _jpeg
+    import datakit.vision._jpeg as _jpeg  # import-graph: allow-private: this package's C extension
 except ImportError:  # pragma: no cover - built without libjpeg's headers
     _jpeg = None  # type: ignore[assignment]
 
