@@ -9,19 +9,9 @@ import torch
 from PIL import Image
 
 from datakit.records import PayloadKind, Record, decode_record, encode_record
+from datakit.synthetic import photo_pixels
 
-
-def photo_pixels(width: int, height: int, seed: int) -> np.ndarray:
-    """An ``(height, width, 3)`` uint8 image with the structure of a photo, not of noise."""
-    rng = np.random.default_rng(seed)
-    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
-    phase = rng.uniform(0, 6.28, 3)
-    pixels = np.stack([128 + 90 * np.sin(xs / (23 + 9 * c) + phase[c]) * np.cos(ys / (31 - 5 * c) - phase[c])
-                       for c in range(3)], axis=-1)
-    top, left = int(rng.integers(0, height // 2)), int(rng.integers(0, width // 2))
-    pixels[top:top + height // 4, left:left + width // 3] = rng.uniform(0, 255, 3)  # a sharp-edged object
-    pixels += rng.normal(0, 6, pixels.shape)
-    return np.clip(pixels, 0, 255).astype(np.uint8)
+__all__ = ["photo_pixels", "jpeg_bytes", "encoded_record", "raw_record", "pillow_chw"]
 
 
 def jpeg_bytes(pixels: np.ndarray, *, mode: str = "RGB", quality: int = 90, **options: object) -> bytes:
