@@ -72,7 +72,8 @@ def photo_pixels(width: int, height: int, seed: int) -> np.ndarray:
     top, left = int(rng.integers(0, max(1, height // 2))), int(rng.integers(0, max(1, width // 2)))
     pixels[top:top + height // 4, left:left + width // 3] = rng.uniform(0, 255, 3)
     pixels += rng.normal(0, 6, pixels.shape).astype(np.float32)
-    return np.clip(pixels, 0, 255).astype(np.uint8)
+    result: np.ndarray = np.clip(pixels, 0, 255).astype(np.uint8)
+    return result
 
 
 def make_photo_folder(
