@@ -2,13 +2,14 @@
 
 The pipeline is a chain of small stages::
 
-    scan_folder ─► drop what a resumed store already holds
+    scan_folder ─► drop what a resumed store already holds (ImageFolder's files and order)
                 ─► read_images   (worker processes read, verify and encode records)
                 ─► number        (assigns consecutive indices, collects skipped files)
                 ─► commit        (batches go to the backend's writer, atomically)
                 ─► finish        (labels + manifest, the store becomes complete)
 
-A bad file is skipped and reported by name, never fatal. Every commit is
+A bad file, or a folder that cannot be read, is skipped and reported by
+name, never fatal; the names are kept in the manifest. Every commit is
 atomic and carries the running totals, so a conversion killed at any moment
 leaves a store that readers refuse as incomplete and that ``resume=True``
 completes with every image exactly once.
@@ -16,23 +17,26 @@ completes with every image exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, cast
 
 import numpy as np
 
-from datakit.errors import ConversionError, DestinationExistsError
+from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
-from datakit.manifest import Manifest, Stats
+from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
 from datakit.records import PayloadKind, seal_record
-from datakit.source import SourceEntry, scan_folder
+from datakit.source import SourceEntry, SourceFolder, legacy_order_matches, scan_folder, scan_rules
 from datakit.stores import given_options, is_mongodb_uri, resolve_store
 from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreSpec, StoreWriter
 
-__all__ = ["convert", "resolve_destination", "ConversionReport", "SkippedFile", "ProgressCallback"]
+__all__ = ["convert", "resolve_destination", "check_outside_source", "ConversionReport", "SkippedFile",
+           "ProgressCallback"]
 
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each source file is handled."""
@@ -133,16 +137,21 @@ def convert(
     overwrite: bool = False,
     strict: bool = False,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    extensions: Sequence[str] = (),
     progress: ProgressCallback | None = None,
     commit_every: int = _COMMIT_RECORDS,
 ) -> ConversionReport:
     """Pack the image folder ``src`` into the store ``dest``.
 
+    The images are ``ImageFolder``'s, in its order (see :mod:`datakit.source`),
+    so index ``i`` of the store is sample ``i`` of
+    ``torchvision.datasets.ImageFolder(src)``, minus the files skipped as broken.
+
     Args:
-        src: a folder laid out as ``src/<class>/**/<image>``.
-        dest: a filesystem path (LMDB), a ``mongodb://`` URI, or a store spec
-            (see :func:`resolve_destination`; ``collection`` and ``database``
-            then do not apply).
+        src: a folder laid out as ``src/<class>/**/<image>`` (``~`` is expanded).
+        dest: a filesystem path (LMDB) outside ``src``, a ``mongodb://`` URI, or
+            a store spec (see :func:`resolve_destination`; ``collection`` and
+            ``database`` then do not apply).
         collection: the MongoDB collection (default: the name of ``src``).
         database: the MongoDB database, when the URI names none.
         workers: reader processes; 1 reads in-process. By default the CPU
@@ -157,7 +166,10 @@ def convert(
         overwrite: replace a store already at ``dest``.
         strict: raise :class:`ConversionError` after finishing when any file
             was skipped.
-        max_pixels: skip images with more pixels than this.
+        max_pixels: skip images with more pixels than this (Pillow's limit
+            against decompression bombs by default).
+        extensions: file extensions to take besides ``ImageFolder``'s
+            (``[".gif"]``); matched case-insensitively.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -168,10 +180,12 @@ def convert(
 
     Raises:
         SourceError: ``src`` is missing or holds no image.
+        InvalidLocationError: ``dest`` is inside ``src``, or a URI of a scheme
+            datakit does not support.
         DestinationExistsError: ``dest`` exists and neither ``resume`` nor
             ``overwrite`` was given.
-        ConversionError: with ``strict``, when files were skipped; or when a
-            resumed store was converted with other settings.
+        ConversionError: with ``strict``, when files or folders were skipped;
+            or when a resumed store was converted with other settings.
     """
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: choose one")
@@ -181,16 +195,22 @@ def convert(
         raise ValueError(f"commit_every must be at least 1, not {commit_every}")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
+    if max_pixels < 1:
+        raise ValueError(f"max_pixels must be at least 1, not {max_pixels}")
     started = time.perf_counter()
-    folder = scan_folder(src)
-    spec = resolve_destination(folder.root, dest, given_options(collection=collection, database=database))
+    root = os.path.abspath(os.path.expanduser(os.fspath(src)))
+    spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
+    check_outside_source(root, spec)
+    folder = scan_folder(root, extensions)
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
-    settings = ConversionSettings(folder.root, folder.classes, kind.label)
+    settings = ConversionSettings(folder.root, folder.classes, kind.label, scan_rules(folder.extensions))
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
                               empty_classes=folder.empty_classes())
+    report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
+                          for item in folder.unreadable)
 
     with spec.open_writer() as writer:
-        state = _prepare_destination(writer, settings, resume=resume, overwrite=overwrite)
+        state = _prepare_destination(writer, settings, folder, resume=resume, overwrite=overwrite)
         if state is None:  # resumed a store that is already complete
             report.complete = report.already_complete = True
             report.seconds = time.perf_counter() - started
@@ -209,15 +229,18 @@ def convert(
         # totals describe exactly the records committed so far.
         for batch in _batches(records, commit_every):
             writer.commit(batch, state.stats)
+        listed = _skipped_files(report)
         manifest = Manifest(classes=folder.classes, payload_kind=kind.label, stats=state.stats,
-                            skipped=len(report.skipped), source=folder.root)
+                            skipped=len(report.skipped), source=folder.root,
+                            skipped_files=listed[:KEPT_SKIPPED_FILES],
+                            skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES))
         writer.finish(manifest, np.asarray(labels, dtype=np.int64))
     report.total = state.stats.length
     report.complete = True
     report.seconds = time.perf_counter() - started
     if strict and report.skipped:
         raise ConversionError(
-            f"{len(report.skipped)} file(s) were skipped (the store is complete without them): "
+            f"{len(report.skipped)} file(s) or folder(s) were skipped (the store is complete without them): "
             + "; ".join(f"{item.path}: {item.reason}" for item in report.skipped[:5])
         )
     return report
@@ -236,12 +259,42 @@ def resolve_destination(src: str | os.PathLike[str], dest: StoreSpec | str | os.
         return dest
     location = str(dest)
     if is_mongodb_uri(location) and backend_options.get("collection") is None:
-        name = os.path.basename(os.path.abspath(os.fspath(src)).rstrip(os.sep))
+        name = os.path.basename(os.path.abspath(os.path.expanduser(os.fspath(src))).rstrip(os.sep))
         backend_options = {**backend_options, "collection": name}
     return resolve_store(location, backend_options)
 
 
-def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, *,
+def check_outside_source(root: str, spec: StoreSpec) -> None:
+    """Refuse a destination in the folder being converted (symlinks resolved).
+
+    A store there would be scanned as a class by the next conversion of that
+    folder, shifting the label of every class after it, and an interrupted
+    conversion there could not be resumed (its own files would change the scan).
+
+    Raises:
+        InvalidLocationError: the store's folder is ``root`` or lies inside it.
+    """
+    local = spec.local_path()
+    if local is None:
+        return
+    source = os.path.realpath(root)
+    if os.path.commonpath([source, os.path.realpath(local)]) == source:
+        raise InvalidLocationError(
+            f"the destination {local} is inside the folder being converted, {root}: the next "
+            f"conversion would take it for a class and shift the labels; choose a destination "
+            f"outside {root} (a store already there can be moved out with mv and resumed)"
+        )
+
+
+def _skipped_files(report: ConversionReport) -> list[list[str]]:
+    """``[path, reason]`` of every skipped file and folder, then of every ignored file."""
+    listed = [[item.path, item.reason] for item in report.skipped]
+    listed.extend([path, "ignored: not an image by extension" if "/" in path
+                   else "ignored: outside any class folder"] for path in report.ignored)
+    return listed
+
+
+def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, folder: SourceFolder, *,
                          resume: bool, overwrite: bool) -> CommittedState | None:
     """Create, replace or reopen the destination; ``None`` when nothing is left to do."""
     if writer.exists():
@@ -251,7 +304,7 @@ def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, *,
             if writer.is_complete():
                 return None
             state = writer.committed_state()
-            _check_resumable(state.settings, settings, writer.spec.describe())
+            _check_resumable(state, settings, writer.spec.describe(), folder)
             return state
         else:
             raise DestinationExistsError(_exists_message(writer))
@@ -269,7 +322,9 @@ def _exists_message(writer: StoreWriter) -> str:
     return f"{where} already exists and is not a datakit store; choose another destination"
 
 
-def _check_resumable(stored: ConversionSettings, wanted: ConversionSettings, where: str) -> None:
+def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: str,
+                     folder: SourceFolder) -> None:
+    stored = state.settings
     if stored.payload_kind != wanted.payload_kind:
         raise ConversionError(
             f"{where} was started with --format {stored.payload_kind}; resume with the same "
@@ -281,6 +336,28 @@ def _check_resumable(stored: ConversionSettings, wanted: ConversionSettings, whe
             f"{wanted.source} has {wanted.classes}; resume from the same folder, "
             "or start again with --overwrite"
         )
+    if stored.scan == wanted.scan or not state.sources:  # nothing stored yet: no order to keep
+        return
+    if not stored.scan:
+        if legacy_order_matches(folder):  # an older datakit, which ordered these files the same way
+            return
+        raise ConversionError(
+            f"{where} was started by an earlier datakit, which took .gif files and ordered the "
+            f"images of nested folders differently from ImageFolder; resuming would mix the two "
+            f"orders. Start again with --overwrite (or finish it with the datakit that started it)"
+        )
+    raise ConversionError(
+        f"{where} was started with the files chosen and ordered by {stored.scan!r}, this "
+        f"conversion's are {wanted.scan!r} ('+.gif' means --extensions .gif); resume with the "
+        "same --extensions, or start again with --overwrite"
+    )
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
@@ -298,10 +375,17 @@ def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
         return
     from datakit.loader.dataloader import DataLoader
 
+    cpus = _usable_cpus()
+    if workers > cpus:
+        warnings.warn(f"{workers} reader processes for {cpus} usable CPU(s): the extra ones only compete "
+                      "for them, so the conversion gets no faster (the default is one per CPU)",
+                      DatakitWarning, stacklevel=3)
     # `reader` is a map-style dataset by protocol; subclassing torch's Dataset
     # would import torch whenever the CLI starts, decoding or not.
-    loader = DataLoader(cast(Any, reader), batch_size=_CHUNK, num_workers=workers, collate_fn=_as_list,
-                        prefetch_factor=8)
+    with warnings.catch_warnings():  # said above, in datakit's words; not again in torch's
+        warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+        loader = DataLoader(cast(Any, reader), batch_size=_CHUNK, num_workers=workers,
+                            collate_fn=_as_list, prefetch_factor=8)
     for outcomes in loader:
         yield from outcomes
 
@@ -321,10 +405,30 @@ class _SourceReader:
         return len(self.entries)
 
     def __getitem__(self, index: int) -> _ReadOutcome:
-        return _read_one(self.entries[index], self.options)
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: list[int]) -> list[_ReadOutcome]:
-        return [_read_one(self.entries[index], self.options) for index in indices]
+        with _pillow_pixel_limit(self.options.max_pixels):
+            return [_read_one(self.entries[index], self.options) for index in indices]
+
+
+@contextlib.contextmanager
+def _pillow_pixel_limit(max_pixels: int) -> Iterator[None]:
+    """Pillow's own decompression-bomb limit set to ``max_pixels`` while reading.
+
+    Pillow refuses to open an image over ``Image.MAX_IMAGE_PIXELS`` (its
+    default is datakit's), whatever :func:`read_source_image` was told, so a
+    raised ``max_pixels`` must raise Pillow's limit too. Restored afterwards:
+    with one reader the calling process is the user's.
+    """
+    from PIL import Image
+
+    previous = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = max_pixels
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
 
 
 def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:

@@ -31,10 +31,10 @@ from datakit.decode import (
     record_to_pil,
     record_to_tensor,
 )
-from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
+from datakit.errors import CorruptRecordError, ErrorBudgetExhausted, InvalidLocationError
 from datakit.manifest import Manifest, record_key
 from datakit.records import Record, decode_record
-from datakit.stores import given_options, resolve_store
+from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
 from datakit.vision.pipeline import FusedPipeline
 
@@ -331,7 +331,12 @@ class LMDBDataset(StoreDataset):
     ) -> None:
         from datakit.stores.lmdb import make_spec
 
-        super().__init__(make_spec(os.fspath(path)), transform, target_transform, output,
+        location = os.fspath(path)
+        if is_mongodb_uri(location):
+            raise InvalidLocationError(f"{mask_location(location)} is a MongoDB URI; open it with "
+                                       "MongoDataset(uri, collection=...), LMDBDataset takes a path")
+        check_location(location)
+        super().__init__(make_spec(location), transform, target_transform, output,
                          on_error, max_errors)
 
 
@@ -359,5 +364,8 @@ class MongoDataset(StoreDataset):
     ) -> None:
         from datakit.stores.mongo import make_spec
 
+        if not is_mongodb_uri(uri):
+            raise InvalidLocationError(f"{uri!r} is not a mongodb:// or mongodb+srv:// URI; for an LMDB "
+                                       f"store at a path use LMDBDataset({uri!r})")
         super().__init__(make_spec(uri, given_options(collection=collection, database=database)),
                          transform, target_transform, output, on_error, max_errors)

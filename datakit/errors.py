@@ -15,11 +15,13 @@ __all__ = [
     "ConversionError",
     "StoreError",
     "StoreNotFoundError",
+    "InvalidLocationError",
     "IncompleteStoreError",
     "IncompatibleStoreError",
     "CorruptRecordError",
     "StoreUnavailableError",
     "ErrorBudgetExhausted",
+    "DatakitWarning",
 ]
 
 
@@ -45,6 +47,13 @@ class StoreError(DatakitError):
 
 class StoreNotFoundError(StoreError):
     """No store exists at the given location."""
+
+
+class InvalidLocationError(StoreError):
+    """A location no store can be at: a URI of a scheme datakit does not support, a
+    MongoDB URI where a path is needed (or the reverse), or a conversion's
+    destination inside the folder it converts. The command line reports it as a
+    usage error (exit code 2)."""
 
 
 class IncompleteStoreError(StoreError):
@@ -82,3 +91,8 @@ class ErrorBudgetExhausted(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The store's server could not be reached, or refused the credentials."""
+
+
+class DatakitWarning(UserWarning):
+    """Something the user should hear about that does not stop the work (the command line
+    prints it as a ``warning:`` line, and not under ``--quiet``)."""

@@ -111,8 +111,8 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
                     image.load()
     except BadImage:
         raise
-    except Image.DecompressionBombWarning as exc:
-        raise BadImage(f"possible decompression bomb: {exc}") from None
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+        raise BadImage(f"possible decompression bomb ({exc}); raise the limit with --max-pixels") from None
     except Exception as exc:  # Pillow raises many types for hostile input
         raise BadImage(_describe(exc)) from None
     return SourceImage(framed, kind, width, height, channels, image_format)
@@ -147,8 +147,8 @@ def _read_framed(path: str) -> bytearray:
 
 def _check_pixels(width: int, height: int, max_pixels: int) -> None:
     if width * height > max_pixels:
-        raise BadImage(f"{width}x{height} exceeds the limit of {max_pixels} pixels "
-                       "(a possible decompression bomb)")
+        raise BadImage(f"{width}x{height} is more than {max_pixels} pixels (possible decompression bomb); "
+                       "raise the limit with --max-pixels")
 
 
 def _describe(exc: Exception) -> str:

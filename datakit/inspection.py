@@ -37,6 +37,7 @@ def inspect(
     verify: bool = False,
     preview: str | os.PathLike[str] | None = None,
     preview_count: int = 36,
+    skipped: bool = False,
 ) -> dict[str, Any]:
     """Summarise a store, optionally verifying it and drawing a preview sheet.
 
@@ -47,6 +48,9 @@ def inspect(
             result's ``verify`` entry lists each bad record's key and reason.
         preview: write a PNG grid of labelled thumbnails to this path.
         preview_count: how many samples the preview shows, spread over classes.
+        skipped: add ``skipped_files`` (``{"path", "reason"}`` of each source
+            file or folder the conversion skipped or ignored, as kept in the
+            manifest; ``None`` for an incomplete store) and ``skipped_files_omitted``.
 
     Returns:
         A JSON-serialisable dict: ``backend``, ``path``, ``length``,
@@ -59,9 +63,16 @@ def inspect(
     try:
         reader = spec.open_reader()
     except IncompleteStoreError as exc:
-        return _summarise_incomplete(spec, str(exc))
+        summary = _summarise_incomplete(spec, str(exc))
+        if skipped:
+            summary.update(skipped_files=None, skipped_files_omitted=0)
+        return summary
     with reader:
         summary = _summarise(spec, reader.manifest)
+        if skipped:
+            summary["skipped_files"] = [{"path": path, "reason": reason}
+                                        for path, reason in reader.manifest.skipped_files]
+            summary["skipped_files_omitted"] = reader.manifest.skipped_files_omitted
         if verify:
             bad = verify_records(reader)
             summary["verify"] = {"checked": summary["length"], "ok": not bad, "bad": bad}

@@ -22,10 +22,17 @@ from datakit.errors import StoreError
 from datakit.records import FORMAT_VERSION, PayloadKind, check_format_version
 from datakit.version import __version__
 
-__all__ = ["KEY_DIGITS", "record_key", "Stats", "Manifest"]
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest"]
 
 KEY_DIGITS = 10
 """Record keys are the sample index, zero-padded to this many digits."""
+
+KEPT_SKIPPED_FILES = 1000
+"""At most this many skipped and ignored files are listed in a manifest (the rest are counted)."""
+
+_ADDED_FIELDS = frozenset({"skipped_files", "skipped_files_omitted"})
+"""Fields added after format version 1 without a version bump: a manifest written before
+them has none and reads as having an empty list (older datakits ignore them)."""
 
 
 def record_key(index: int) -> str:
@@ -74,12 +81,17 @@ class Manifest:
         classes: class names, sorted; a label is an index into this list.
         payload_kind: ``"encoded"`` (source bytes) or ``"raw"`` (decoded pixels).
         stats: counts, sizes and formats of the records.
-        skipped: how many source files were skipped as unreadable or not images.
+        skipped: how many source files and folders were skipped as unreadable
+            or broken (files ignored by their extension are not counted).
         source: the folder the store was converted from.
         created: ISO 8601 time the conversion finished, in UTC.
         datakit_version: the datakit that wrote the store.
         format_version: the record and manifest format version.
         keys: the key scheme (``{"scheme": "index", "digits": 10}``).
+        skipped_files: ``[path, reason]`` of each skipped file or folder, then of
+            each ignored file, for ``datakit inspect --skipped``; at most
+            :data:`KEPT_SKIPPED_FILES` of them, the manifest travels with every dataset.
+        skipped_files_omitted: how many more there were than that.
     """
 
     classes: list[str]
@@ -91,6 +103,8 @@ class Manifest:
     datakit_version: str = __version__
     format_version: int = FORMAT_VERSION
     keys: dict[str, Any] = field(default_factory=lambda: {"scheme": "index", "digits": KEY_DIGITS})
+    skipped_files: list[list[str]] = field(default_factory=list)
+    skipped_files_omitted: int = 0
 
     @property
     def length(self) -> int:
@@ -131,12 +145,14 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
                          f"{len(manifest.stats.class_counts)} class counts")
     if sum(manifest.stats.class_counts) != manifest.length or manifest.length < 0:
         raise StoreError(f"{where}: the manifest's class counts do not add up to its length")
+    if manifest.skipped_files_omitted < 0:
+        raise StoreError(f"{where}: the manifest counts fewer than no omitted skipped files")
     if manifest.keys != {"scheme": "index", "digits": KEY_DIGITS}:
         raise StoreError(f"{where}: unknown key scheme {manifest.keys!r} in the manifest")
 
 
 _JSON_TYPES = {"int": int, "str": str, "list[str]": list, "list[int]": list,
-               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats}
+               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list}
 
 
 _Built = TypeVar("_Built")
@@ -148,6 +164,8 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
         raise StoreError(f"{where}: malformed manifest ({cls.__name__} is not an object)")
     values = {}
     for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in data and f.name in _ADDED_FIELDS:
+            continue  # written before the field existed: its default
         if f.name not in data:
             raise StoreError(f"{where}: the manifest has no {f.name!r} field")
         value: Any = data[f.name]
@@ -162,5 +180,9 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
             items = value.values() if isinstance(value, dict) else value
         if item_type is not None and not all(type(item) is item_type for item in items):
             raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}")
+        if str(f.type) == "list[list[str]]" and not all(
+                type(item) is list and len(item) == 2 and all(type(text) is str for text in item)
+                for item in items):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be [path, reason] pairs")
         values[f.name] = value
     return cls(**values)

@@ -1,25 +1,53 @@
-"""Scanning an image folder laid out like torchvision's ``ImageFolder``.
+"""Scanning an image folder exactly as torchvision's ``ImageFolder`` does.
 
-``root/<class>/**/<image>``: every sub-directory of ``root`` is a class, in
-sorted order, and its label is its position in that order; images are found
-recursively below each class directory and sorted by relative path, so a scan
-of the same folder always yields the same entries in the same order. That
-determinism is what lets ``--resume`` continue a conversion.
+``root/<class>/**/<image>``: the classes are
+``sorted(entry.name for entry in os.scandir(root) if entry.is_dir())`` and a
+label is a class's position in that list. Below each class folder the files
+come in the order of ``sorted(os.walk(class_dir, followlinks=True))``, each
+folder's files sorted by name (torchvision's ``make_dataset``): folders in the
+string order of their paths, so the same index means the same image in a
+datakit store and in ``ImageFolder``. The file set is ``ImageFolder``'s too:
+names ending, in any case, in one of :data:`IMG_EXTENSIONS`, plus any
+extensions the caller adds.
+
+Two deliberate differences, both where ``ImageFolder`` would go wrong: a
+symlink back to a folder it lies in is not followed (``ImageFolder`` recurses
+until the OS refuses the path), and a folder that cannot be read is reported
+in :attr:`SourceFolder.unreadable` instead of being left out without a word.
+
+The scan is deterministic, which is what lets ``--resume`` continue a
+conversion; :data:`SCAN_RULES` names these rules in a resumable store, and
+:func:`legacy_order_matches` tells whether a store started under the rules
+before them (sorted relative paths, GIFs included) can be continued.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from datakit.errors import SourceError
 
-__all__ = ["IMAGE_EXTENSIONS", "SourceEntry", "SourceFolder", "scan_folder"]
+__all__ = [
+    "IMG_EXTENSIONS",
+    "SCAN_RULES",
+    "SourceEntry",
+    "UnreadableFolder",
+    "SourceFolder",
+    "normalise_extensions",
+    "scan_rules",
+    "scan_folder",
+    "legacy_order_matches",
+]
 
-IMAGE_EXTENSIONS = frozenset(
-    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
-)
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+"""torchvision's ``IMG_EXTENSIONS``, matched case-insensitively at the end of a name."""
+
+SCAN_RULES = "imagefolder"
+"""The name of these scan rules, recorded in a store's conversion progress."""
+
+_LEGACY_EXTENSIONS = frozenset(IMG_EXTENSIONS) | {".gif"}
 
 
 @dataclass(frozen=True)
@@ -30,6 +58,19 @@ class SourceEntry:
     label: int
 
 
+@dataclass(frozen=True)
+class UnreadableFolder:
+    """A folder below the root whose listing failed: its images were not found.
+
+    Attributes:
+        path: relative to the root, ``/``-separated.
+        reason: the operating system's words (``Permission denied``).
+    """
+
+    path: str
+    reason: str
+
+
 @dataclass
 class SourceFolder:
     """The result of a scan.
@@ -37,69 +78,137 @@ class SourceFolder:
     Attributes:
         root: absolute path of the folder.
         classes: class names, sorted.
-        entries: image files, grouped by class and sorted within each.
+        entries: image files, in ``ImageFolder``'s order.
         ignored: files that are not images by extension, or lie outside any
             class directory; reported, never converted.
+        unreadable: folders that could not be listed; reported as skipped.
+        extensions: the extensions taken, ``IMG_EXTENSIONS`` first.
     """
 
     root: str
     classes: list[str]
     entries: list[SourceEntry]
     ignored: list[str] = field(default_factory=list)
+    unreadable: list[UnreadableFolder] = field(default_factory=list)
+    extensions: tuple[str, ...] = IMG_EXTENSIONS
 
     def empty_classes(self) -> list[str]:
-        """Classes with no image at all (kept, so labels match ``ImageFolder``)."""
+        """Classes with no image at all (kept, so labels match ``ImageFolder``), leaving
+        out class folders that could not be read: they are reported as unreadable."""
         used = {entry.label for entry in self.entries}
-        return [name for label, name in enumerate(self.classes) if label not in used]
+        locked = {item.path for item in self.unreadable}
+        return [name for label, name in enumerate(self.classes) if label not in used and name not in locked]
 
 
-def is_image_name(name: str) -> bool:
-    """Whether a file name has one of the supported image extensions, in any case."""
-    return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+def normalise_extensions(extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """``IMG_EXTENSIONS`` followed by ``extra``, each lower-cased and starting with a dot.
+
+    Raises:
+        ValueError: an extension is empty.
+    """
+    found = list(IMG_EXTENSIONS)
+    for extension in extra:
+        cleaned = extension.strip().lower()
+        if cleaned.strip(".") == "":
+            raise ValueError(f"{extension!r} is not a file extension; write them like .gif,.jfif")
+        cleaned = cleaned if cleaned.startswith(".") else "." + cleaned
+        if cleaned not in found:
+            found.append(cleaned)
+    return tuple(found)
 
 
-def scan_folder(root: str | os.PathLike[str]) -> SourceFolder:
+def scan_rules(extensions: tuple[str, ...]) -> str:
+    """How a scan with ``extensions`` is named in a store's progress: the rules and the
+    extensions beyond ``ImageFolder``'s, since both decide the order of the records."""
+    extra = sorted(set(extensions) - set(IMG_EXTENSIONS))
+    return SCAN_RULES + (" +" + ",".join(extra) if extra else "")
+
+
+def scan_folder(root: str | os.PathLike[str], extensions: Iterable[str] = ()) -> SourceFolder:
     """Scan ``root`` into classes and image entries.
+
+    Args:
+        root: the image folder (``~`` is expanded).
+        extensions: file extensions to take besides :data:`IMG_EXTENSIONS`.
 
     Raises:
         SourceError: ``root`` is not a readable directory, or holds no image.
+        ValueError: an extension is empty.
     """
-    root = os.path.abspath(os.fspath(root))
+    taken = normalise_extensions(extensions)
+    root = os.path.abspath(os.path.expanduser(os.fspath(root)))
     if not os.path.isdir(root):
         raise SourceError(f"{root} is not a directory")
     try:
-        top = sorted(os.scandir(root), key=lambda item: item.name)
+        with os.scandir(root) as listing:
+            top = sorted(listing, key=lambda item: item.name)
     except OSError as exc:
         raise SourceError(f"cannot list {root}: {exc.strerror}") from None
     classes = [item.name for item in top if item.is_dir()]
     ignored = [item.name for item in top if not item.is_dir()]
-    entries = []
+    entries: list[SourceEntry] = []
+    unreadable: list[UnreadableFolder] = []
     for label, name in enumerate(classes):
-        for relative in _walk_files(root, name):
-            if is_image_name(relative):
+        for relative in _walk_files(root, name, unreadable):
+            if relative.lower().endswith(taken):
                 entries.append(SourceEntry(relative, label))
             else:
                 ignored.append(relative)
     if not entries:
+        problem = "".join(f"; cannot read {root}/{item.path}: {item.reason}" for item in unreadable[:3])
         raise SourceError(
             f"no images found in {root}: expected class folders like {root}/<class>/<image> "
-            f"with extensions {', '.join(sorted(IMAGE_EXTENSIONS))}"
+            f"with extensions {', '.join(taken)}{problem}"
         )
-    return SourceFolder(root, classes, entries, ignored)
+    return SourceFolder(root, classes, entries, ignored, unreadable, taken)
 
 
-def _walk_files(root: str, class_name: str) -> Iterator[str]:
-    """Relative paths of every file under ``root/class_name``, sorted, following
-    directory symlinks once (a link back up the tree would otherwise loop)."""
-    found: list[str] = []
-    seen_dirs: set[str] = set()
-    for directory, subdirs, files in os.walk(os.path.join(root, class_name), followlinks=True):
-        real = os.path.realpath(directory)
-        if real in seen_dirs:
-            subdirs[:] = []
-            continue
-        seen_dirs.add(real)
-        relative_dir = os.path.relpath(directory, root)
-        found.extend(os.path.join(relative_dir, name).replace(os.sep, "/") for name in files)
+def _walk_files(root: str, class_name: str, unreadable: list[UnreadableFolder]) -> Iterator[str]:
+    """Relative paths of every file under ``root/class_name``, in ``ImageFolder``'s order.
+
+    That is ``sorted(os.walk(..., followlinks=True))`` with each folder's files
+    sorted, except that a symlink to a folder it lies in is not entered. A folder
+    that cannot be listed is added to ``unreadable``.
+    """
+    top = os.path.join(root, class_name)
+    chains: dict[str, frozenset[str]] = {}  # folder -> real paths of it and the folders above it
+    found: list[tuple[str, list[str]]] = []
+
+    def failed(exc: OSError) -> None:
+        where = exc.filename if isinstance(exc.filename, str) else top
+        unreadable.append(UnreadableFolder(_relative(where, root), exc.strerror or str(exc)))
+
+    for directory, subdirs, files in os.walk(top, onerror=failed, followlinks=True):
+        chain = chains.pop(directory, frozenset()) | {os.path.realpath(directory)}
+        kept = []
+        for name in subdirs:
+            path = os.path.join(directory, name)
+            if os.path.realpath(path) not in chain:  # a link back up the tree would loop
+                chains[path] = chain
+                kept.append(name)
+        subdirs[:] = kept
+        found.append((directory, sorted(files)))
     found.sort()
-    return iter(found)
+    return iter([_relative(os.path.join(directory, name), root)
+                 for directory, files in found for name in files])
+
+
+def _relative(path: str, root: str) -> str:
+    return os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def legacy_order_matches(folder: SourceFolder) -> bool:
+    """Whether the scan before ``ImageFolder``'s rules found the same files in the same order.
+
+    Those rules sorted each class's relative paths and took ``.gif`` files as
+    well; a store they started can be resumed under the new rules only when
+    both give the same list (flat class folders without GIFs, for instance).
+    """
+    if folder.extensions != IMG_EXTENSIONS:
+        return False
+    def legacy_image(path: str) -> bool:
+        return os.path.splitext(path)[1].lower() in _LEGACY_EXTENSIONS
+
+    current = [(entry.label, entry.path) for entry in folder.entries]
+    return (sorted(current) == current and all(legacy_image(path) for _, path in current)
+            and not any("/" in path and legacy_image(path) for path in folder.ignored))

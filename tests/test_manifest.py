@@ -39,6 +39,10 @@ def test_record_keys_are_zero_padded_indices():
     (lambda d: d.update(payload_kind="pickle"), "unknown payload kind"),
     (lambda d: d.update(keys={"scheme": "list"}), "unknown key scheme"),
     (lambda d: d["stats"].update(image_formats={"JPEG": "many"}), "should be dict"),
+    (lambda d: d.update(skipped_files=[["a.jpg"]]), "path, reason"),
+    (lambda d: d.update(skipped_files=[["a.jpg", 3]]), "path, reason"),
+    (lambda d: d.update(skipped_files={"a.jpg": "x"}), "should be list"),
+    (lambda d: d.update(skipped_files_omitted=-1), "fewer than no"),
 ])
 def test_malformed_manifests_are_store_errors(mutate, message):
     data = json.loads(make_manifest().to_json())
@@ -87,3 +91,14 @@ def test_fuzzed_manifests_raise_only_store_errors(data):
 def test_absurdly_nested_json_is_a_store_error():
     with pytest.raises(StoreError, match="nested too deeply"):
         Manifest.from_json(b"[" * 100_000 + b"]" * 100_000, "store")
+
+
+def test_a_manifest_from_before_the_skipped_file_list_reads_as_an_empty_list():
+    manifest = make_manifest()
+    manifest.skipped_files = [["cat/a.jpg", "empty file (0 bytes)"]]
+    again = Manifest.from_json(manifest.to_json(), "store")
+    assert again.skipped_files == [["cat/a.jpg", "empty file (0 bytes)"]]
+    data = json.loads(manifest.to_json())
+    del data["skipped_files"], data["skipped_files_omitted"]
+    older = Manifest.from_json(json.dumps(data).encode(), "store")
+    assert older.skipped_files == [] and older.skipped_files_omitted == 0 and older.skipped == 1

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["store_options", "output_options"]
+__all__ = ["store_options", "output_options", "UserPath"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,3 +39,13 @@ def output_options(command: F) -> F:
     command = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")(command)
     return click.option("--json", "as_json", is_flag=True,
                         help="Print the result as one JSON object.")(command)
+
+
+class UserPath(click.Path):
+    """``click.Path`` with ``~`` expanded first, so a quoted ``"~/data"`` (or one from a
+    script) means what it means to the shell, and is checked as that path."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            value = os.path.expanduser(value)
+        return super().convert(value, param, ctx)

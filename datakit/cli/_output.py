@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -31,6 +33,21 @@ class Output:
         if not (self.quiet or self.json):
             click.echo(message, err=True)
 
+    @contextmanager
+    def warnings_as_notes(self) -> Iterator[None]:
+        """Show warnings raised inside as :meth:`note` lines (``warning: ...``), not Python's
+        ``file:line: UserWarning`` form, and not at all under ``--quiet`` or ``--json``."""
+        from datakit.errors import DatakitWarning
+
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+            self.note(f"warning: {message}")
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", DatakitWarning)
+            warnings.showwarning = show
+            yield
+
     def result(self, data: dict[str, Any], render: Callable[[dict[str, Any]], str]) -> None:
         """The command's result: JSON, or ``render(data)`` unless ``--quiet``."""
         if self.json:
@@ -40,7 +57,12 @@ class Output:
 
     @contextmanager
     def progress(self, label: str) -> Iterator[Callable[[int, int], None]]:
-        """A ``progress(done, total)`` callback drawing a bar on a terminal, else doing nothing."""
+        """A ``progress(done, total)`` callback drawing a bar on a terminal, else doing nothing.
+
+        The bar shows at once, but its clock starts with the first item done:
+        starting worker processes is not part of the rate, so the first
+        estimate is not hours for a job of seconds.
+        """
         if self.quiet or self.json or not sys.stderr.isatty():
             yield lambda done, total: None
             return
@@ -53,6 +75,9 @@ class Output:
                 bar = click.progressbar(length=total, label=label, file=sys.stderr,
                                         show_pos=True, show_eta=True)
                 bar.__enter__()
+            if shown == 0 and done > 0:  # the first items: the rate is measured from here
+                bar.start = bar.last_eta = time.time()
+                bar.avg = []
             bar.update(done - shown)
             shown = done
 

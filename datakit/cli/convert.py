@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 import click
 
-from datakit.cli._options import output_options, store_options
+from datakit.cli._options import UserPath, output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
 __all__ = ["convert_command"]
 
 _SHOWN_SKIPS = 50
+_PILLOW_MAX_PIXELS = 89_478_485  # datakit.images.DEFAULT_MAX_PIXELS, without importing Pillow here
+
+
+def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
+    """``.gif,.jfif`` → the extensions, checked; empty when the option is not given."""
+    from datakit.source import IMG_EXTENSIONS, normalise_extensions
+
+    if not value:
+        return ()
+    try:
+        return normalise_extensions(item for item in value.split(",") if item.strip())[len(IMG_EXTENSIONS):]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 @click.command("convert")
-@click.argument("src", type=click.Path(exists=True, file_okay=False, readable=True))
+@click.argument("src", type=UserPath(exists=True, file_okay=False, readable=True))
 @click.argument("dest")
 @store_options
 @click.option("--workers", "-j", type=click.IntRange(min=1), default=None,
@@ -26,18 +40,27 @@ _SHOWN_SKIPS = 50
               help="Decode every image fully, not only its header.")
 @click.option("--format", "payload_format", type=click.Choice(["encoded", "raw"]), default="encoded",
               show_default=True, help="Store the files' bytes, or decoded RGB pixels.")
+@click.option("--extensions", metavar=".EXT,...", callback=_parse_extensions,
+              help="Also take files with these extensions (e.g. .gif,.jfif); by default the files are "
+                   "ImageFolder's: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, in any case.")
+@click.option("--max-pixels", type=click.IntRange(min=1), default=_PILLOW_MAX_PIXELS, show_default=True,
+              metavar="N", help="Skip images with more pixels than this, as possible decompression bombs.")
 @click.option("--resume", is_flag=True, help="Finish an interrupted conversion into DEST.")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
-@click.option("--strict", is_flag=True, help="Exit with status 1 when any file was skipped.")
+@click.option("--strict", is_flag=True, help="Exit with status 1 when any file or folder was skipped.")
+@click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
-                    verify: bool, payload_format: str, resume: bool, overwrite: bool, strict: bool,
-                    as_json: bool, quiet: bool) -> None:
+                    verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
+                    resume: bool, overwrite: bool, strict: bool, verbose: bool, as_json: bool,
+                    quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
-    DEST is a path for an LMDB store, or a mongodb:// URI for a MongoDB
-    collection. Unreadable or broken images are skipped and listed; the
-    conversion can be killed at any time and finished with --resume.
+    The images, their order and their labels are torchvision ImageFolder's.
+    DEST is a path for an LMDB store (outside SRC), or a mongodb:// URI for a
+    MongoDB collection. Unreadable or broken images and unreadable folders are
+    skipped and listed; the conversion can be killed at any time and finished
+    with --resume.
     """
     from datakit.conversion import convert, resolve_destination
 
@@ -45,16 +68,21 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
         raise click.UsageError("--resume and --overwrite exclude each other; choose one")
     spec = resolve_destination(src, dest, backend_options)
     output = Output(json=as_json, quiet=quiet)
-    with output.progress("converting") as progress:
+    server = spec.server()
+    if server is not None:
+        output.note(f"connecting to {server} ...")
+    with output.warnings_as_notes(), output.progress("converting") as progress:
         report = convert(src, spec, workers=workers, verify=verify,
                          format=payload_format,  # type: ignore[arg-type]
-                         resume=resume, overwrite=overwrite, progress=progress)
-    output.result(report.to_dict(), _render)
+                         resume=resume, overwrite=overwrite, max_pixels=max_pixels,
+                         extensions=extensions, progress=progress)
+    output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
     if strict and report.skipped:
-        raise click.ClickException(f"{len(report.skipped)} file(s) skipped and --strict was given")
+        raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
+                                   "was given")
 
 
-def _render(report: dict[str, Any]) -> str:
+def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["already_complete"]:
         return f"{report['destination']} is already complete; nothing to do"
     lines = [
@@ -67,16 +95,20 @@ def _render(report: dict[str, Any]) -> str:
                      f"{report['total']} in total")
     skipped = report["skipped"]
     if skipped:
-        lines.append(f"skipped {len(skipped)} file(s):")
+        folders = any(item["reason"].startswith("folder not readable") for item in skipped)
+        lines.append(f"skipped {len(skipped)} {'file(s) and folder(s)' if folders else 'file(s)'}:")
         lines.extend(f"  {os.path.join(report['source'], item['path'])}: {item['reason']}"
                      for item in skipped[:_SHOWN_SKIPS])
         if len(skipped) > _SHOWN_SKIPS:
             lines.append(f"  ... and {len(skipped) - _SHOWN_SKIPS} more (use --json for all)")
     else:
         lines.append("skipped 0 files")
-    if report["ignored"]:
-        lines.append(f"ignored {len(report['ignored'])} file(s) that are not images by extension "
-                     "or lie outside any class folder")
+    ignored = report["ignored"]
+    if ignored:
+        lines.append(f"ignored {len(ignored)} file(s) that are not images by extension "
+                     "or lie outside any class folder" + (":" if verbose else " (--verbose lists them)"))
+        if verbose:
+            lines.extend(f"  {os.path.join(report['source'], path)}" for path in ignored)
     if report["empty_classes"]:
         lines.append(f"warning: class folder(s) without images: {', '.join(report['empty_classes'])}")
     return "\n".join(lines)

@@ -22,9 +22,11 @@ _SHOWN_BAD = 50
               help="Write a labelled grid of sample thumbnails.")
 @click.option("--preview-count", type=click.IntRange(min=1), default=36, show_default=True,
               help="Samples on the preview sheet.")
+@click.option("--skipped", "list_skipped", is_flag=True,
+              help="List the source files and folders the conversion skipped or ignored, with reasons.")
 @output_options
 def inspect_command(store: str, backend_options: dict[str, str], verify: bool, preview: str | None,
-                    preview_count: int, as_json: bool, quiet: bool) -> None:
+                    preview_count: int, list_skipped: bool, as_json: bool, quiet: bool) -> None:
     """Summarise STORE (a path, or a mongodb:// URI with --collection).
 
     Exits with status 1 when --verify finds a bad record.
@@ -32,9 +34,14 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     from datakit.inspection import inspect
     from datakit.stores import resolve_store
 
-    summary = inspect(resolve_store(store, backend_options), verify=verify, preview=preview,
-                      preview_count=preview_count)
-    Output(json=as_json, quiet=quiet).result(summary, _render)
+    spec = resolve_store(store, backend_options)
+    output = Output(json=as_json, quiet=quiet)
+    server = spec.server()
+    if server is not None:
+        output.note(f"connecting to {server} ...")
+    summary = inspect(spec, verify=verify, preview=preview, preview_count=preview_count,
+                      skipped=list_skipped)
+    output.result(summary, _render)
     bad = summary.get("verify", {}).get("bad")
     if bad:
         raise click.ClickException(f"{len(bad)} bad record(s) in {summary['path']}")
@@ -73,4 +80,18 @@ def _render(summary: dict[str, Any]) -> str:
             lines.extend(f"  {item['key']}: {item['reason']}" for item in result["bad"][:_SHOWN_BAD])
     if "preview" in summary:
         lines.append(f"preview     {summary['preview']}")
+    if "skipped_files" in summary:
+        lines.extend(_render_skipped(summary))
     return "\n".join(lines)
+
+
+def _render_skipped(summary: dict[str, Any]) -> list[str]:
+    listed = summary["skipped_files"]
+    if listed is None:
+        return ["skipped     not known until the conversion finishes (finish it with --resume)"]
+    lines = [f"skipped     {len(listed)} file(s) or folder(s) skipped or ignored"
+             + (":" if listed else "")]
+    lines.extend(f"  {item['path']}: {item['reason']}" for item in listed)
+    if summary["skipped_files_omitted"]:
+        lines.append(f"  ... and {summary['skipped_files_omitted']} more, not kept in the store")
+    return lines

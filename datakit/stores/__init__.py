@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from datakit.errors import InvalidLocationError
 from datakit.stores.base import StoreReader, StoreSpec, StoreWriter
 
 __all__ = [
@@ -28,14 +30,46 @@ __all__ = [
     "resolve_store",
     "given_options",
     "is_mongodb_uri",
+    "check_location",
+    "mask_location",
 ]
 
 MONGODB_SCHEMES = ("mongodb://", "mongodb+srv://")
+
+# RFC 3986's scheme, then a slash: "s3://b", "mongodb:/host" (a slash short). One letter
+# is a Windows drive ("C:/data"), not a scheme.
+_URI_LIKE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]+:/")
+_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*:/*[^/@:]*:)[^/@]*@")
 
 
 def is_mongodb_uri(location: str) -> bool:
     """Whether ``location`` names a MongoDB server rather than a path."""
     return location.startswith(MONGODB_SCHEMES)
+
+
+def mask_location(location: str) -> str:
+    """``location`` with the password of a URI's ``user:password@`` replaced by ``***``,
+    whatever the scheme (a mistyped URI must not print a password either)."""
+    return _PASSWORD.sub(r"\1***@", location)
+
+
+def check_location(location: str) -> None:
+    """Refuse a location that looks like a URI of a scheme no backend supports.
+
+    Without this, ``mongodb:/host/db`` (a slash short) or ``s3://bucket/x``
+    would quietly become an LMDB store in a local folder of that name.
+
+    Raises:
+        InvalidLocationError: ``location`` starts with ``scheme:/`` and is
+            not a ``mongodb://`` or ``mongodb+srv://`` URI.
+    """
+    if _URI_LIKE.match(location) and not is_mongodb_uri(location):
+        scheme = location.partition(":")[0]
+        raise InvalidLocationError(
+            f"{mask_location(location)!r} looks like a {scheme}: URI, but datakit stores are LMDB paths or "
+            f"{' or '.join(MONGODB_SCHEMES)} URIs (lower case); for a local folder of that name, "
+            f"write ./{mask_location(location)}"
+        )
 
 
 def _any_location(location: str) -> bool:
@@ -78,10 +112,15 @@ def resolve_store(location: StoreSpec | str | os.PathLike[str],
         backend_options: options by name, e.g. ``collection`` and ``database``
             for MongoDB. An option the backend does not take is refused: a
             ``StoreError`` for MongoDB's options with a path, else a ``TypeError``.
+
+    Raises:
+        InvalidLocationError: ``location`` is a URI of another scheme
+            (see :func:`check_location`).
     """
     if isinstance(location, StoreSpec):
         return location
     location = str(location)
+    check_location(location)
     for backend in BACKENDS:
         if backend.matches(location):
             make_spec = importlib.import_module(backend.module).make_spec

@@ -62,14 +62,24 @@ class PendingRecord:
 
 @dataclass(frozen=True)
 class ConversionSettings:
-    """What a resumed conversion must agree on with the one it continues."""
+    """What a resumed conversion must agree on with the one it continues.
+
+    Attributes:
+        source: the image folder.
+        classes: its class names.
+        payload_kind: ``"encoded"`` or ``"raw"``.
+        scan: the rules that ordered the source files (:func:`datakit.source.scan_rules`);
+            empty for a conversion started before they were recorded.
+    """
 
     source: str
     classes: list[str]
     payload_kind: str
+    scan: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind}
+        return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind,
+                "scan": self.scan}
 
     @classmethod
     def from_dict(cls, data: Any) -> ConversionSettings | None:
@@ -77,10 +87,11 @@ class ConversionSettings:
         if not isinstance(data, dict):
             return None
         source, classes, kind = data.get("source"), data.get("classes"), data.get("payload_kind")
+        scan = data.get("scan", "")
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
-                and all(isinstance(name, str) for name in classes)):
+                and all(isinstance(name, str) for name in classes) and isinstance(scan, str)):
             return None
-        return cls(source, classes, kind)
+        return cls(source, classes, kind, scan)
 
 
 @dataclass
@@ -126,6 +137,16 @@ class StoreSpec(ABC):
     def summary_fields(self) -> dict[str, Any]:
         """Fields identifying the store in ``datakit inspect --json``."""
         return {"backend": self.backend, "path": self.describe()}
+
+    def local_path(self) -> str | None:
+        """The folder holding the store when it lives on this machine's file system,
+        else ``None`` (a conversion refuses a destination inside its source folder)."""
+        return None
+
+    def server(self) -> str | None:
+        """The server holding the store, as messages name it (no password), or ``None``
+        for a local store; the command line says it is connecting before it waits."""
+        return None
 
     def __str__(self) -> str:
         return self.describe()

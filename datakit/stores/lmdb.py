@@ -63,6 +63,8 @@ _SOURCE_PREFIX = b"__src__/"
 _LABEL = struct.Struct("<i")
 _DATA_FILES = ("data.mdb", "lock.mdb")
 _INITIAL_MAP_SIZE = 64 << 20
+_FOREIGN = ("is not a datakit store: an LMDB environment with neither a datakit manifest nor a "
+            "conversion in progress (it was not written by `datakit convert`)")
 
 
 _MONGODB_OPTIONS = ("collection", "database")
@@ -102,6 +104,9 @@ class LMDBSpec(StoreSpec):
         return LMDBWriter(self)
 
     def describe(self) -> str:
+        return self.path
+
+    def local_path(self) -> str:
         return self.path
 
     def is_lmdb_store(self) -> bool:
@@ -164,6 +169,12 @@ def _decode_source(value: bytes, key: bytes, path: str) -> tuple[int, str]:
     return label, value[_LABEL.size:].decode("utf-8", "surrogateescape")
 
 
+def _is_foreign(txn: lmdb.Transaction) -> bool:
+    """Whether an environment holds entries but neither a manifest nor conversion progress:
+    someone else's data. (An empty one is a conversion killed before its first commit.)"""
+    return txn.get(_MANIFEST) is None and txn.get(_PROGRESS) is None and txn.cursor().first()
+
+
 def _record_range(txn: lmdb.Transaction) -> Iterator[tuple[bytes, bytes]]:
     """Every (key, value) of the record range, in key order."""
     cursor = txn.cursor()
@@ -188,7 +199,7 @@ class LMDBReader(StoreReader):
                 f"no store at {spec.path}; create one with `datakit convert SRC {spec.path}`"
             )
         if not spec.is_lmdb_store():
-            raise StoreError(f"{spec.path} is not an LMDB store (it has no data.mdb)")
+            raise StoreError(f"{spec.path} is not a datakit store (it has no data.mdb)")
         self._env = _environments.acquire(spec.path)
         self._closed = False
         try:
@@ -201,6 +212,9 @@ class LMDBReader(StoreReader):
         with self._env.begin() as txn:
             raw = txn.get(_MANIFEST)
             progress = txn.get(_PROGRESS)
+            foreign = _is_foreign(txn)
+        if foreign:
+            raise StoreError(f"{self.spec.path} {_FOREIGN}")
         if raw is None:
             raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress)))
         try:
@@ -274,7 +288,17 @@ class LMDBWriter(StoreWriter):
         return os.path.lexists(self.spec.path)
 
     def is_store(self) -> bool:
-        return self.spec.is_lmdb_store()
+        if not self.spec.is_lmdb_store():
+            return False
+        try:
+            env = _environments.acquire(self.spec.path)
+        except StoreError:
+            return False  # not readable as LMDB: nothing says it is datakit's
+        try:
+            with env.begin() as txn:
+                return not _is_foreign(txn)
+        finally:
+            _environments.release(self.spec.path)
 
     def is_complete(self) -> bool:
         if not self.spec.is_lmdb_store():
@@ -291,7 +315,7 @@ class LMDBWriter(StoreWriter):
 
     def remove(self) -> None:
         path = self.spec.path
-        if not self.spec.is_lmdb_store():
+        if not self.is_store():
             raise DestinationExistsError(
                 f"{path} exists and is not a datakit store; refusing to delete it. "
                 "Remove it yourself or choose another destination."
@@ -312,11 +336,15 @@ class LMDBWriter(StoreWriter):
     def committed_state(self) -> CommittedState:
         path = self.spec.path
         if not self.spec.is_lmdb_store():
-            raise StoreError(f"{path} is not an LMDB store, so there is nothing to resume")
+            raise StoreError(f"{path} is not a datakit store (it has no data.mdb), so there is nothing "
+                             "to resume; choose another destination")
         env = self._open()
         with env.begin() as txn:
             if txn.get(_MANIFEST) is not None:
                 raise StoreError(f"{path} is already complete; there is nothing to resume")
+            if _is_foreign(txn):
+                raise StoreError(f"{path} {_FOREIGN}, so there is nothing to resume; choose another "
+                                 "destination")
             progress = txn.get(_PROGRESS)
             sources, labels = [], []
             cursor = txn.cursor()
