@@ -174,3 +174,46 @@ def test_mongodb_gives_the_same_batches(photo_folder, photo_store, mongo_store_l
     batches = epoch(datakit.DataLoader(mongo, batch_size=BATCH, shuffle=True, num_workers=2,
                                        generator=torch.Generator().manual_seed(11)))
     assert_same(batches, epoch(loader(photo_store, workers=2, seed=11)))
+
+
+@pytest.mark.parametrize("where", ["device", "pinned"])
+def test_normalised_batches_are_finished_after_staging_or_pinning(photo_store, where):
+    """uint8 slots are pinned (and staged) as uint8 and normalised at the end: the same values."""
+    from datakit.loader.device import CpuBackend
+
+    reference = epoch(loader(photo_store, workers=0, seed=9, transform=train_pipeline(normalize=True)))
+    dataset = SlotsOnly(photo_store, transform=train_pipeline(normalize=True))
+    staged = datakit.DataLoader(dataset, batch_size=BATCH, shuffle=True, num_workers=2,
+                                generator=torch.Generator().manual_seed(9))
+    backend = CpuBackend(record=True)
+    if where == "device":
+        staged._device_backend = backend  # the CPU stand-in of CUDA: the staging logic is what is tested
+    else:
+        staged._pin_backend = backend
+    assert_same(epoch(staged), reference)
+    pinned = [call for call in backend.calls if call[0] in ("pin", "empty_pinned")]
+    assert pinned, backend.calls[:5]
+
+
+def test_epoch_seed_is_set_in_workers_and_in_the_main_process():
+    from datakit.loader.epoch_seed import epoch_seed
+
+    class Seeds(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 8
+
+        def __getitem__(self, index: int) -> int:
+            seed = epoch_seed()
+            assert seed is not None
+            return seed >> 2  # a 64-bit seed does not fit int64
+
+    def seeds(workers: int, epochs: int = 1) -> list[set[int]]:
+        generator = torch.Generator().manual_seed(4)
+        loader = datakit.DataLoader(Seeds(), batch_size=2, num_workers=workers,
+                                    persistent_workers=workers > 0, generator=generator)
+        return [{int(seed) for batch in loader for seed in batch} for _ in range(epochs)]
+
+    first, second = seeds(2, epochs=2)
+    assert len(first) == 1 and len(second) == 1 and first != second  # one per epoch, new each epoch
+    assert seeds(0) == [first] and seeds(1) == [first]
+    assert epoch_seed() is None  # outside a fetch, the main process has none
