@@ -78,6 +78,11 @@ class ConversionReport:
         seconds: wall time of the run.
         complete: whether the store ended complete (it does unless interrupted).
         already_complete: ``resume`` found the store complete and did nothing.
+        exif_oriented: images written by this run whose EXIF orientation is
+            not 1: stored as in the file, or upright with ``exif_transpose``.
+        high_bit_depth: images written by this run with 16-bit or float
+            pixels, which decoding scales to 8 bits.
+        exif_transpose: whether images were stored upright.
     """
 
     source: str
@@ -92,6 +97,9 @@ class ConversionReport:
     seconds: float = 0.0
     complete: bool = False
     already_complete: bool = False
+    exif_oriented: int = 0
+    high_bit_depth: int = 0
+    exif_transpose: bool = False
 
     @property
     def images_per_second(self) -> float:
@@ -111,6 +119,7 @@ class _ReadOptions:
     kind: PayloadKind
     verify: bool
     max_pixels: int
+    exif_transpose: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,8 @@ class _ReadOutcome:
     height: int = 0
     payload_bytes: int = 0
     error: str = ""
+    orientation: int = 1
+    high_bit_depth: bool = False
 
 
 def convert(
@@ -138,6 +149,7 @@ def convert(
     strict: bool = False,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     extensions: Sequence[str] = (),
+    exif_transpose: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = _COMMIT_RECORDS,
 ) -> ConversionReport:
@@ -170,6 +182,11 @@ def convert(
             against decompression bombs by default).
         extensions: file extensions to take besides ``ImageFolder``'s
             (``[".gif"]``); matched case-insensitively.
+        exif_transpose: store images with an EXIF orientation upright (raw
+            pixels turned; encoded files re-encoded in their format, JPEG at
+            quality 95), as ``PIL.ImageOps.exif_transpose`` turns them. By
+            default files are stored as they are, as ``ImageFolder`` loads
+            them; either way the report counts them.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -203,9 +220,10 @@ def convert(
     check_outside_source(root, spec)
     folder = scan_folder(root, extensions)
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
-    settings = ConversionSettings(folder.root, folder.classes, kind.label, scan_rules(folder.extensions))
+    settings = ConversionSettings(folder.root, folder.classes, kind.label, scan_rules(folder.extensions),
+                                  exif_transpose)
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
-                              empty_classes=folder.empty_classes())
+                              empty_classes=folder.empty_classes(), exif_transpose=exif_transpose)
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
                           for item in folder.unreadable)
 
@@ -218,7 +236,7 @@ def convert(
         done = set(state.sources)
         pending = [entry for entry in folder.entries if entry.path not in done]
         report.resumed_from = state.stats.length
-        read_options = _ReadOptions(folder.root, kind, verify, max_pixels)
+        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose)
         decodes = verify or kind is PayloadKind.RAW
         outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
@@ -233,7 +251,8 @@ def convert(
         manifest = Manifest(classes=folder.classes, payload_kind=kind.label, stats=state.stats,
                             skipped=len(report.skipped), source=folder.root,
                             skipped_files=listed[:KEPT_SKIPPED_FILES],
-                            skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES))
+                            skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES),
+                            exif_transpose=exif_transpose)
         writer.finish(manifest, np.asarray(labels, dtype=np.int64))
     report.total = state.stats.length
     report.complete = True
@@ -297,6 +316,7 @@ def _skipped_files(report: ConversionReport) -> list[list[str]]:
 def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, folder: SourceFolder, *,
                          resume: bool, overwrite: bool) -> CommittedState | None:
     """Create, replace or reopen the destination; ``None`` when nothing is left to do."""
+    writer.lock()  # before looking: another conversion may be writing it
     if writer.exists():
         if overwrite:
             writer.remove()
@@ -329,6 +349,11 @@ def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: s
         raise ConversionError(
             f"{where} was started with --format {stored.payload_kind}; resume with the same "
             "format, or start again with --overwrite"
+        )
+    if stored.exif_transpose != wanted.exif_transpose:
+        raise ConversionError(
+            f"{where} was started {'with' if stored.exif_transpose else 'without'} --exif-transpose; "
+            "resume with the same option, or start again with --overwrite"
         )
     if stored.classes != wanted.classes:
         raise ConversionError(
@@ -435,13 +460,14 @@ def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
     path = os.path.join(options.root, *entry.path.split("/"))
     try:
         image = read_source_image(path, kind=options.kind, verify=options.verify,
-                                  max_pixels=options.max_pixels)
+                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose)
     except BadImage as exc:
         return _ReadOutcome(entry, error=str(exc))
     record = seal_record(image.framed, kind=image.kind, label=entry.label, width=image.width,
                          height=image.height, channels=image.channels)
     return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
-                        len(image.payload))
+                        len(image.payload), orientation=image.orientation,
+                        high_bit_depth=image.high_bit_depth)
 
 
 def _reporting(outcomes: Iterable[_ReadOutcome], progress: ProgressCallback,
@@ -461,8 +487,12 @@ def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
             report.skipped.append(SkippedFile(entry.path, outcome.error))
             continue
         index = stats.length
-        stats.add(entry.label, outcome.payload_bytes, outcome.image_format, outcome.width, outcome.height)
+        oriented = outcome.orientation != 1
+        stats.add(entry.label, outcome.payload_bytes, outcome.image_format, outcome.width, outcome.height,
+                  oriented=oriented, high_bit_depth=outcome.high_bit_depth)
         labels.append(entry.label)
+        report.exif_oriented += oriented
+        report.high_bit_depth += outcome.high_bit_depth
         report.written += 1
         report.bytes_written += outcome.payload_bytes
         yield PendingRecord(index, entry.path, entry.label, outcome.record)

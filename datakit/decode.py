@@ -5,6 +5,10 @@ Datasets, inspection and the benchmarks decode here; conversion only uses
 Every path gives Pillow's pixels: JPEGs with three components go to
 libjpeg-turbo through simplejpeg, which is Pillow's decoder with Pillow's
 settings at about twice the speed, and everything else to Pillow itself.
+Images with more than 8 bits per sample (16-bit and float greyscale, which
+Pillow's ``convert("RGB")`` would clip to white or black) are scaled to 8
+bits by :func:`rgb_pixels`, the one place that rule lives: conversion uses it
+too, so a raw store and an encoded one give the same pixels.
 torch is imported only by :func:`record_to_tensor`, so that conversion,
 which decodes to verify, never pays for it.
 """
@@ -30,7 +34,10 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "HIGH_BIT_DEPTH_MODES",
     "ImageShapeError",
+    "PixelScaleError",
+    "rgb_pixels",
     "record_to_pil",
     "record_to_array",
     "record_to_tensor",
@@ -52,12 +59,68 @@ class ImageShapeError(ValueError):
         self.shape = shape
 
 
+HIGH_BIT_DEPTH_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
+"""Pillow's modes for greyscale samples wider than 8 bits: 16-bit unsigned, 32-bit
+signed and 32-bit float. (Pillow itself reduces 16-bit RGB and RGBA files to their
+high bytes, as mode ``RGB`` and ``RGBA``.)"""
+
+
+class PixelScaleError(ValueError):
+    """An image whose pixel values have no 8-bit scale datakit can tell; the message says why."""
+
+
+def rgb_pixels(image: Image.Image) -> np.ndarray:
+    """Any image Pillow opened, as ``(H, W, 3)`` uint8 RGB pixels (a fresh array).
+
+    8-bit images are Pillow's ``convert("RGB")``. Wider greyscale samples are
+    scaled, never clipped:
+
+    * 16-bit (modes ``I;16*``, and ``I`` with values in 0..65535): the high
+      byte, ``value >> 8`` (what Pillow does with 16-bit RGB files).
+    * float (mode ``F``): values in [0, 1] times 255, else values in
+      [0, 255] as they are, rounded to the nearest integer.
+
+    Raises:
+        PixelScaleError: float values outside both ranges, or not finite, or
+            32-bit integers outside 0..65535: datakit does not guess a scale.
+    """
+    if image.mode not in HIGH_BIT_DEPTH_MODES:
+        pixels: np.ndarray = np.array(image if image.mode == "RGB" else image.convert("RGB"))
+        return pixels
+    grey = _eight_bit_grey(image)
+    rgb: np.ndarray = np.repeat(grey[..., None], 3, axis=-1)
+    return rgb
+
+
+def _eight_bit_grey(image: Image.Image) -> np.ndarray:
+    values: np.ndarray = np.asarray(image)
+    if image.mode == "F":
+        if not np.isfinite(values).all():
+            raise PixelScaleError("float pixels that are not finite (NaN or infinity); convert the "
+                                  "image to 8 or 16 bits first")
+        low, high = float(values.min()), float(values.max())
+        if low >= 0 and high <= 1:
+            values = values * 255
+        elif not (low >= 0 and high <= 255):
+            raise PixelScaleError(
+                f"float pixels from {low:g} to {high:g}, outside [0, 1] and [0, 255]: datakit does not "
+                "guess their scale; convert the image to 8 or 16 bits first")
+        rounded: np.ndarray = np.rint(values).astype(np.uint8)
+        return rounded
+    if image.mode == "I" and (values.min() < 0 or values.max() > 0xFFFF):
+        raise PixelScaleError(f"32-bit integer pixels from {values.min()} to {values.max()}, outside "
+                              "0..65535: convert the image to 8 or 16 bits first")
+    return (values >> 8).astype(np.uint8)
+
+
 def record_to_pil(record: Record) -> Image.Image:
     """The record's image as an RGB PIL image."""
     header = record.header
     if header.kind is PayloadKind.RAW:
         return Image.fromarray(record_to_array(record))
     with Image.open(io.BytesIO(record.payload)) as image:
+        if image.mode in HIGH_BIT_DEPTH_MODES:
+            return Image.fromarray(rgb_pixels(image))
         converted: Image.Image = image.convert("RGB")
     return converted
 
@@ -75,9 +138,7 @@ def record_to_array(record: Record) -> np.ndarray:
         return pixels
     with Image.open(io.BytesIO(record.payload)) as image:
         image.load()
-        if image.mode == "RGB":
-            return np.array(image)  # one copy: skips convert()'s
-        return np.array(image.convert("RGB"))
+        return rgb_pixels(image)  # for RGB, one copy: skips convert()'s
 
 
 def record_to_tensor(record: Record) -> torch.Tensor:

@@ -20,6 +20,7 @@ __all__ = [
     "IncompatibleStoreError",
     "CorruptRecordError",
     "StoreUnavailableError",
+    "StoreBusyError",
     "ErrorBudgetExhausted",
     "DatakitWarning",
 ]
@@ -96,3 +97,7 @@ class StoreUnavailableError(StoreError):
 class DatakitWarning(UserWarning):
     """Something the user should hear about that does not stop the work (the command line
     prints it as a ``warning:`` line, and not under ``--quiet``)."""
+
+
+class StoreBusyError(StoreError):
+    """Another conversion is writing the store now; a second writer would corrupt it."""

@@ -21,7 +21,7 @@ from datakit.errors import DatakitError, IncompleteStoreError
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.records import decode_record
 from datakit.stores import given_options, resolve_store
-from datakit.stores.base import StoreReader, StoreSpec
+from datakit.stores.base import StoreReader, StoreSpec, incomplete_message
 
 __all__ = ["inspect", "verify_records", "draw_preview"]
 
@@ -57,7 +57,12 @@ def inspect(
         ``classes``, ``class_counts``, ``total_bytes``, ``mean_bytes``,
         ``payload_kind``, ``image_formats``, ``width_range``, ``height_range``,
         ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
-        ``datakit_version``, plus ``verify`` and ``preview`` when asked for.
+        ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
+        of images with an EXIF orientation, and with 16-bit or float pixels),
+        ``exif_transpose`` (those were stored upright), ``being_written`` (a conversion is writing the
+        store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
+        plus ``problem`` for an incomplete store and ``verify`` and
+        ``preview`` when asked for.
     """
     spec = resolve_store(store, given_options(collection=collection, database=database))
     try:
@@ -93,6 +98,9 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         created=manifest.created,
         source=manifest.source,
         datakit_version=manifest.datakit_version,
+        exif_transpose=manifest.exif_transpose,
+        being_written=False,
+        writer=None,
     )
     return summary
 
@@ -100,11 +108,15 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
 def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     with spec.open_writer() as writer:
         state = writer.committed_state()
+        running = writer.running_writer()
+    if running is not None:  # being written, not interrupted: say so, and never suggest --resume
+        message = incomplete_message(spec, state.settings.source, running)
     summary = spec.summary_fields()
     summary.update(_stats_fields(state.settings.classes, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
-                   problem=message)
+                   exif_transpose=state.settings.exif_transpose, being_written=running is not None,
+                   writer=running.describe() if running is not None else None, problem=message)
     return summary
 
 
@@ -118,6 +130,8 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
         "image_formats": dict(stats.image_formats),
         "width_range": list(stats.width_range),
         "height_range": list(stats.height_range),
+        "exif_oriented": stats.exif_oriented,
+        "high_bit_depth": stats.high_bit_depth,
     }
 
 

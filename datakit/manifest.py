@@ -42,7 +42,13 @@ def record_key(index: int) -> str:
 
 @dataclass
 class Stats:
-    """Running totals of what has been written; resumable, so kept as plain data."""
+    """Running totals of what has been written; resumable, so kept as plain data.
+
+    ``exif_oriented`` counts images whose EXIF orientation is not 1 (stored
+    upright only with ``exif_transpose``), ``high_bit_depth`` images with
+    16-bit or float pixels, scaled to 8 bits when decoded. Both are absent
+    from stores written before they existed, and read as 0 there.
+    """
 
     length: int = 0
     class_counts: list[int] = field(default_factory=list)
@@ -50,9 +56,14 @@ class Stats:
     image_formats: dict[str, int] = field(default_factory=dict)
     width_range: list[int] = field(default_factory=list)  # [min, max], empty when length == 0
     height_range: list[int] = field(default_factory=list)
+    exif_oriented: int = 0
+    high_bit_depth: int = 0
 
-    def add(self, label: int, payload_bytes: int, image_format: str, width: int, height: int) -> None:
+    def add(self, label: int, payload_bytes: int, image_format: str, width: int, height: int, *,
+            oriented: bool = False, high_bit_depth: bool = False) -> None:
         """Account for one written record."""
+        self.exif_oriented += oriented
+        self.high_bit_depth += high_bit_depth
         self.length += 1
         self.class_counts[label] += 1
         self.total_bytes += payload_bytes
@@ -92,6 +103,8 @@ class Manifest:
             each ignored file, for ``datakit inspect --skipped``; at most
             :data:`KEPT_SKIPPED_FILES` of them, the manifest travels with every dataset.
         skipped_files_omitted: how many more there were than that.
+        exif_transpose: images with an EXIF orientation were stored upright
+            (``datakit convert --exif-transpose``); false in older stores.
     """
 
     classes: list[str]
@@ -105,6 +118,7 @@ class Manifest:
     keys: dict[str, Any] = field(default_factory=lambda: {"scheme": "index", "digits": KEY_DIGITS})
     skipped_files: list[list[str]] = field(default_factory=list)
     skipped_files_omitted: int = 0
+    exif_transpose: bool = False
 
     @property
     def length(self) -> int:
@@ -151,9 +165,12 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
         raise StoreError(f"{where}: unknown key scheme {manifest.keys!r} in the manifest")
 
 
-_JSON_TYPES = {"int": int, "str": str, "list[str]": list, "list[int]": list,
+_JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,
                "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list}
 
+
+_ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose"})
+"""Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")
 
@@ -167,6 +184,8 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
         if f.name not in data and f.name in _ADDED_FIELDS:
             continue  # written before the field existed: its default
         if f.name not in data:
+            if f.name in _ADDED_LATER:  # a store written before the field existed
+                continue
             raise StoreError(f"{where}: the manifest has no {f.name!r} field")
         value: Any = data[f.name]
         expected = _JSON_TYPES[str(f.type)]

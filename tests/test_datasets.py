@@ -133,3 +133,25 @@ def test_batch_sample_shape_only_for_plain_uniform_tensors(lmdb_store, tmp_path)
         Image.new("RGB", size).save(mixed / name)
     datakit.convert(mixed, tmp_path / "s", workers=1)
     assert datakit.LMDBDataset(tmp_path / "s", output="tensor").batch_sample_shape() is None
+
+
+def test_samples_are_read_only_and_a_lost_source_path_is_named(image_folder, tmp_path):
+    from datakit.errors import StoreError
+
+    dest = tmp_path / "s"
+    datakit.convert(image_folder, dest, workers=1)
+    dataset = datakit.LMDBDataset(dest)
+    with pytest.raises(AttributeError):
+        dataset.samples = []  # ImageFolder code that reassigns samples must not be silently ignored
+    with pytest.raises(KeyError, match="not under"):
+        dataset.index_of(tmp_path / "elsewhere" / "cat" / "00001.jpg")
+    assert dataset.index_of("cat/./00001.jpg") == dataset.index_of("cat/00001.jpg") == PER_CLASS + 1
+    dataset.close()
+    with lmdb.open(str(dest), max_dbs=0) as env, env.begin(write=True) as txn:
+        assert txn.delete(b"__src__/" + record_key(3).encode())
+    dataset = datakit.LMDBDataset(dest)
+    assert dataset.samples[2][0].endswith("00002.jpg")
+    with pytest.raises(StoreError, match=f"source path of record '{record_key(3)}' is missing"):
+        dataset.samples[3]
+    with pytest.raises(StoreError, match=record_key(3)):
+        list(dataset.samples)

@@ -503,7 +503,7 @@ class MongoStore:
     def __init__(self, location: dict[str, str], image_folder: Path) -> None:
         from pymongo import MongoClient
 
-        from datakit.stores.mongo_layout import META_COLLECTION
+        from datakit.stores.mongo.layout import META_COLLECTION
 
         self.uri, self.collection = location["uri"], location["collection"]
         datakit.convert(image_folder, self.uri, collection=self.collection, workers=1)

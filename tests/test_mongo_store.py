@@ -176,10 +176,22 @@ _KILLED_CONVERSION = textwrap.dedent("""
 """)
 
 
+_SHORT_LEASE = {**os.environ, "DATAKIT_MONGO_LEASE_SECONDS": "2"}
+
+
+def wait_until_the_lease_expires(uri: str, collection: str) -> None:
+    """A killed writer's lease blocks the store until it expires (see tests/test_writer_lock.py)."""
+    deadline = time.monotonic() + 60
+    while datakit.inspect(uri, collection=collection)["being_written"]:
+        assert time.monotonic() < deadline, "the killed writer's lease never expired"
+        time.sleep(0.1)  # pacing the poll, not synchronisation
+
+
 def test_resume_after_sigkill_stores_every_image_exactly_once(location, fresh_folder, database):
     uri, collection = location["uri"], location["collection"]
     child = subprocess.Popen([sys.executable, "-c", _KILLED_CONVERSION, str(fresh_folder), uri, collection],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=_SHORT_LEASE)
     try:
         assert child.stdout is not None
         line = child.stdout.readline()  # blocks until the child is mid-batch (or dies)
@@ -192,6 +204,7 @@ def test_resume_after_sigkill_stores_every_image_exactly_once(location, fresh_fo
         child.communicate()
     assert child.returncode == -signal.SIGKILL
 
+    wait_until_the_lease_expires(uri, collection)
     with pytest.raises(IncompleteStoreError, match="--resume"):
         datakit.MongoDataset(uri, collection)
     summary = datakit.inspect(uri, collection=collection)
@@ -222,7 +235,8 @@ def test_sigkill_at_any_moment_then_resume_stores_every_image_exactly_once(locat
     make_image_folder(src, classes=("a", "b", "c"), per_class=40, size=(24, 16))
     uri, collection = location["uri"], location["collection"]
     child = subprocess.Popen([sys.executable, "-c", _THROTTLED_CONVERSION, str(src), uri, collection],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=_SHORT_LEASE)
     committed = 0
     deadline = time.monotonic() + 60
     try:
@@ -235,6 +249,7 @@ def test_sigkill_at_any_moment_then_resume_stores_every_image_exactly_once(locat
         _, errors = child.communicate()
     assert child.returncode == -signal.SIGKILL and committed >= 5, errors.decode()[-2000:]
 
+    wait_until_the_lease_expires(uri, collection)
     report = datakit.convert(src, uri, collection=collection, resume=True, workers=2)
     assert report.resumed_from >= 5 and report.total == 120
     assert stored_sources(database, collection) == source_files(src)  # each once, in order

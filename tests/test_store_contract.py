@@ -6,6 +6,8 @@ see ``tests/mongo_server.py``), through the public API only.
 
 from __future__ import annotations
 
+import collections.abc
+import os
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,3 +130,76 @@ def test_works_under_torch_workers_after_the_parent_read(backend, image_folder):
     loader = TorchDataLoader(clone, batch_size=4, num_workers=2, multiprocessing_context="fork")
     images = torch.cat([batch for batch, _ in loader])
     assert images.shape[0] == GOOD and torch.equal(images[0], first)
+
+
+@pytest.mark.integration
+def test_source_paths_read_back_in_ranges(backend, image_folder):
+    from datakit.stores import resolve_store
+
+    backend.convert(image_folder, workers=1)
+    expected = [path.relative_to(image_folder).as_posix() for path in sorted(image_folder.rglob("*.jpg"))]
+    with resolve_store(backend.dest, backend.options).open_reader() as reader:
+        assert reader.source_path_range(0, GOOD) == expected
+        assert reader.source_path_range(5, 9) == expected[5:9]
+        assert reader.source_path_range(3, 3) == []
+        assert reader.source_paths([7, 0, 7]) == [expected[7], expected[0], expected[7]]
+        with pytest.raises(IndexError):
+            reader.source_path_range(0, GOOD + 1)
+
+
+@pytest.mark.integration
+def test_samples_imgs_source_path_and_index_of_match_image_folder(backend, image_folder):
+    backend.convert(image_folder, workers=1)
+    dataset = backend.dataset()
+    files = sorted(image_folder.rglob("*.jpg"))
+    # What torchvision's ImageFolder holds: (path under the root, class index), in order.
+    expected = [(os.path.join(str(image_folder), path.parent.name, path.name),
+                 sorted(CLASSES).index(path.parent.name)) for path in files]
+    samples = dataset.samples
+    assert isinstance(samples, collections.abc.Sequence) and dataset.imgs == samples
+    assert len(samples) == GOOD and list(samples) == expected
+    assert samples[0] == expected[0] and samples[-1] == expected[-1] and samples[-GOOD] == expected[0]
+    assert samples[3:11] == expected[3:11] and samples[::5] == expected[::5]
+    assert samples[-3:] == expected[-3:] and samples[20:5:-2] == expected[20:5:-2]
+    for bad in (GOOD, -GOOD - 1):
+        with pytest.raises(IndexError):
+            samples[bad]
+    with pytest.raises(TypeError):
+        samples[0] = expected[1]  # read-only
+    assert [dataset.source_path(i) for i in range(GOOD)] == [path for path, _ in expected]
+    assert dataset.source_path(-1) == expected[-1][0]
+    for index, path in enumerate(files):
+        assert dataset.index_of(path.relative_to(image_folder).as_posix()) == index
+    assert dataset.index_of(str(files[4])) == 4  # an absolute path under the source root
+    with pytest.raises(KeyError, match="cat/no-such.jpg"):
+        dataset.index_of("cat/no-such.jpg")
+    assert isinstance(dataset.samples[0][1], int)
+
+
+@pytest.mark.integration
+def test_samples_copy_nothing_large_into_workers(backend, image_folder):
+    backend.convert(image_folder, workers=1)
+    dataset = backend.dataset(output="tensor")
+    before = len(pickle.dumps(dataset))
+    dataset.index_of("dog/00003.jpg")  # builds the path index
+    list(dataset.samples)
+    assert len(pickle.dumps(dataset)) == before
+    clone = pickle.loads(pickle.dumps(dataset))
+    assert list(clone.samples) == list(dataset.samples) and clone.index_of("dog/00003.jpg") == \
+        dataset.index_of("dog/00003.jpg")
+    loader = TorchDataLoader(PathsOf(clone), batch_size=5, num_workers=2, multiprocessing_context="fork",
+                             collate_fn=list)
+    assert [pair for batch in loader for pair in batch] == list(dataset.samples)
+
+
+class PathsOf(torch.utils.data.Dataset):
+    """Reads ``dataset.samples`` inside worker processes."""
+
+    def __init__(self, dataset: datakit.StoreDataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> tuple[str, int]:
+        return self.dataset.samples[index]

@@ -48,12 +48,15 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--resume", is_flag=True, help="Finish an interrupted conversion into DEST.")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file or folder was skipped.")
+@click.option("--exif-transpose", is_flag=True,
+              help="Store images with an EXIF orientation upright (encoded files are re-encoded in "
+                   "their format, JPEG at quality 95).")
 @click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
-                    resume: bool, overwrite: bool, strict: bool, verbose: bool, as_json: bool,
-                    quiet: bool) -> None:
+                    resume: bool, overwrite: bool, strict: bool, exif_transpose: bool, verbose: bool,
+                    as_json: bool, quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
@@ -75,7 +78,7 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
         report = convert(src, spec, workers=workers, verify=verify,
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
-                         extensions=extensions, progress=progress)
+                         extensions=extensions, exif_transpose=exif_transpose, progress=progress)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
@@ -109,6 +112,14 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
                      "or lie outside any class folder" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
             lines.extend(f"  {os.path.join(report['source'], path)}" for path in ignored)
+    if report["high_bit_depth"]:
+        lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
+                     "when decoded (the high byte; floats in [0, 1] times 255)")
+    if report["exif_oriented"] and report["exif_transpose"]:
+        lines.append(f"{report['exif_oriented']} images had an EXIF orientation and were stored upright")
+    elif report["exif_oriented"]:
+        lines.append(f"note: {report['exif_oriented']} images carry an EXIF orientation; they are stored "
+                     "as in the file, as ImageFolder loads them (--exif-transpose stores them upright)")
     if report["empty_classes"]:
         lines.append(f"warning: class folder(s) without images: {', '.join(report['empty_classes'])}")
     return "\n".join(lines)

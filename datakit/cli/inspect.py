@@ -53,6 +53,9 @@ def _render(summary: dict[str, Any]) -> str:
         status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
                   f"by datakit {summary['datakit_version']}")
         records = f"{length} ({summary['skipped']} source file(s) skipped)"
+    elif summary.get("being_written"):
+        status = f"BEING WRITTEN: {summary['problem']}"
+        records = f"{length} committed so far"
     else:
         status = f"INCOMPLETE: {summary['problem']}"
         records = f"{length} committed so far"
@@ -68,6 +71,14 @@ def _render(summary: dict[str, Any]) -> str:
     if summary["width_range"]:
         (w0, w1), (h0, h1) = summary["width_range"], summary["height_range"]
         lines.append(f"image size  width {w0}..{w1}, height {h0}..{h1}")
+    notes = []
+    if summary.get("exif_oriented"):
+        how = "stored upright" if summary.get("exif_transpose") else "stored as in the files"
+        notes.append(f"{summary['exif_oriented']} image(s) with an EXIF orientation, {how}")
+    if summary.get("high_bit_depth"):
+        notes.append(f"{summary['high_bit_depth']} 16-bit or float image(s) scaled to 8 bits")
+    if notes:
+        lines.append(f"notes       {'; '.join(notes)}")
     lines.append(f"classes     {len(summary['classes'])}")
     width = max((len(name) for name in summary["classes"]), default=0)
     lines.extend(f"  {name:<{width}}  {count}" for name, count in summary["class_counts"].items())

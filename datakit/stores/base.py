@@ -36,8 +36,12 @@ __all__ = [
     "PendingRecord",
     "ConversionSettings",
     "CommittedState",
+    "WriterIdentity",
     "stats_fit",
+    "check_range",
+    "missing_source_message",
     "incomplete_message",
+    "busy_message",
     "check_option_names",
 ]
 
@@ -70,16 +74,18 @@ class ConversionSettings:
         payload_kind: ``"encoded"`` or ``"raw"``.
         scan: the rules that ordered the source files (:func:`datakit.source.scan_rules`);
             empty for a conversion started before they were recorded.
+        exif_transpose: whether images with an EXIF orientation are stored upright.
     """
 
     source: str
     classes: list[str]
     payload_kind: str
     scan: str = ""
+    exif_transpose: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind,
-                "scan": self.scan}
+                "scan": self.scan, "exif_transpose": self.exif_transpose}
 
     @classmethod
     def from_dict(cls, data: Any) -> ConversionSettings | None:
@@ -88,10 +94,12 @@ class ConversionSettings:
             return None
         source, classes, kind = data.get("source"), data.get("classes"), data.get("payload_kind")
         scan = data.get("scan", "")
+        exif_transpose = data.get("exif_transpose", False)  # absent from older stores
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
-                and all(isinstance(name, str) for name in classes) and isinstance(scan, str)):
+                and all(isinstance(name, str) for name in classes) and isinstance(scan, str)
+                and isinstance(exif_transpose, bool)):
             return None
-        return cls(source, classes, kind, scan)
+        return cls(source, classes, kind, scan, exif_transpose)
 
 
 @dataclass
@@ -109,6 +117,23 @@ class CommittedState:
     stats: Stats
     sources: list[str] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WriterIdentity:
+    """The process of a conversion that is writing a store now.
+
+    Attributes:
+        pid: its process id, on ``host``.
+        host: the host name it runs on.
+    """
+
+    pid: int
+    host: str
+
+    def describe(self) -> str:
+        host = " ".join(self.host.split())[:200] or "an unknown host"  # stored text: keep it one line
+        return f"pid {self.pid} on {host}"
 
 
 class StoreSpec(ABC):
@@ -180,7 +205,20 @@ class StoreReader(ABC):
 
     @abstractmethod
     def source_paths(self, indices: Sequence[int]) -> list[str]:
-        """The source path each record was converted from."""
+        """The source path each record was converted from (``"?"`` where the store lost it)."""
+
+    @abstractmethod
+    def source_path_range(self, start: int, stop: int) -> list[str]:
+        """The source paths of records ``start .. stop - 1``, in one range read.
+
+        Each path is relative to the manifest's ``source`` folder and
+        ``/``-separated. Datasets read their ``samples`` through this, a slice
+        or a window at a time, so no process ever holds every path.
+
+        Raises:
+            IndexError: the range is not within ``0 .. len(self)``.
+            StoreError: a record's source path is missing from the store.
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -209,9 +247,34 @@ class StoreWriter(ABC):
     the last one, never part of one), and a crash between commits must leave a
     store that :meth:`committed_state` can read back; the manifest is written by
     :meth:`finish` only, durably, so a store without one is known to be incomplete.
+
+    Before any of that, the pipeline calls :meth:`lock`: one conversion at a
+    time may write a store, and the claim lasts until :meth:`close` or the
+    writer's process dies, whichever comes first.
     """
 
     spec: StoreSpec
+
+    @abstractmethod
+    def lock(self) -> None:
+        """Claim the location for this conversion until :meth:`close`.
+
+        The claim must end with the process that holds it (a lock the kernel
+        drops, or a lease that expires), so a killed conversion never blocks
+        its ``--resume`` for good.
+
+        Raises:
+            StoreBusyError: another conversion holds the location; the message
+                names its pid and host (:func:`busy_message`).
+        """
+
+    @abstractmethod
+    def running_writer(self) -> WriterIdentity | None:
+        """The conversion that holds the location now, if another than this writer.
+
+        ``datakit inspect`` asks, so that a store being written is not called
+        interrupted (which would invite a second writer with ``--resume``).
+        """
 
     @abstractmethod
     def exists(self) -> bool:
@@ -265,6 +328,21 @@ class StoreWriter(ABC):
         self.close()
 
 
+def check_range(start: int, stop: int, length: int) -> None:
+    """Refuse a record range outside ``0 .. length`` (for :meth:`StoreReader.source_path_range`).
+
+    Raises:
+        IndexError: it is.
+    """
+    if not 0 <= start <= stop <= length:
+        raise IndexError(f"records {start}..{stop} are out of range for a store of {length} records")
+
+
+def missing_source_message(where: str, key: str) -> str:
+    """The error message for a record whose source path is not in the store."""
+    return f"{where}: the source path of record {key!r} is missing; reconvert with --overwrite"
+
+
 def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
     """Whether running totals read back from a store can be resumed (one count per class,
     counts adding up to the length, each size range empty or ``[min, max]``)."""
@@ -275,19 +353,30 @@ def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
             and sum(stats.class_counts) == stats.length and ranges_ok)
 
 
-def incomplete_message(spec: StoreSpec, source: object) -> str:
-    """The error message for a store whose conversion was interrupted.
+def incomplete_message(spec: StoreSpec, source: object, writer: WriterIdentity | None = None) -> str:
+    """The error message for a store without a manifest.
 
     Args:
         spec: the store.
         source: the source folder its progress names; anything but text
             (missing, or a damaged progress record) is shown as ``SRC``.
+        writer: the conversion writing the store now, if one is: the store is
+            then being written, not interrupted, and ``--resume`` is no advice.
     """
+    if writer is not None:
+        return (f"{spec.describe()} is being written by a conversion that is still running "
+                f"({writer.describe()}); wait for it to finish")
     return (
         f"{spec.describe()} is an incomplete store (its conversion was interrupted); "
         f"finish it with `datakit convert {source if isinstance(source, str) else 'SRC'} "
         f"{spec.command_arguments()} --resume`"
     )
+
+
+def busy_message(spec: StoreSpec, writer: WriterIdentity, detail: str = "") -> str:
+    """The error message that refuses a second writer."""
+    return (f"a conversion into {spec.describe()} is running ({writer.describe()}); wait for it to "
+            f"finish or stop that process{detail}")
 
 
 def check_option_names(options: Mapping[str, object], accepted: Collection[str]) -> None:

@@ -12,6 +12,8 @@ Layout of the environment's main database (keys are bytes)::
     __manifest__               JSON manifest; written in the final commit
 
 Digits sort before ``_``, so the records form one contiguous key range.
+While a conversion writes the store, the directory also holds its writer lock
+(``datakit-writer.lock``, see :mod:`datakit.stores.dirlock`).
 Readers open the environment ``readonly=True, lock=False``: no lock file, no
 reader slots to exhaust, safe because a complete store is never written again.
 LMDB allows one open environment per store per process, so readers share
@@ -36,6 +38,7 @@ from datakit.errors import (
     CorruptRecordError,
     DestinationExistsError,
     IncompleteStoreError,
+    StoreBusyError,
     StoreError,
     StoreNotFoundError,
 )
@@ -47,10 +50,15 @@ from datakit.stores.base import (
     StoreReader,
     StoreSpec,
     StoreWriter,
+    WriterIdentity,
+    busy_message,
     check_option_names,
+    check_range,
     incomplete_message,
+    missing_source_message,
     stats_fit,
 )
+from datakit.stores.dirlock import LOCK_NAME, DirectoryLock, lock_holder
 
 __all__ = ["LMDBSpec", "LMDBReader", "LMDBWriter", "make_spec"]
 
@@ -216,7 +224,8 @@ class LMDBReader(StoreReader):
         if foreign:
             raise StoreError(f"{self.spec.path} {_FOREIGN}")
         if raw is None:
-            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress)))
+            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress),
+                                                          lock_holder(self.spec.path)))
         try:
             return Manifest.from_json(raw, self.spec.path)
         except RecursionError:  # JSON nested too deeply for the parser: hostile, not a crash
@@ -260,6 +269,22 @@ class LMDBReader(StoreReader):
         return [_decode_source(value, key, self.spec.path)[1] if value else "?"
                 for key, value in zip(keys, values, strict=True)]
 
+    def source_path_range(self, start: int, stop: int) -> list[str]:
+        check_range(start, stop, self._manifest.length)
+        paths: list[str] = []
+        with self._env.begin() as txn:
+            cursor = txn.cursor()
+            if start < stop and cursor.set_range(_SOURCE_PREFIX + record_key(start).encode("ascii")):
+                for key, value in cursor:
+                    if bytes(key) != _SOURCE_PREFIX + record_key(start + len(paths)).encode("ascii"):
+                        break  # a gap, or past the source entries
+                    paths.append(_decode_source(bytes(value), bytes(key), self.spec.path)[1])
+                    if len(paths) == stop - start:
+                        break
+        if len(paths) != stop - start:
+            raise StoreError(missing_source_message(self.spec.path, record_key(start + len(paths))))
+        return paths
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -283,8 +308,28 @@ class LMDBWriter(StoreWriter):
         self.spec = spec
         self._env: lmdb.Environment | None = None
         self._conversion: ConversionSettings | None = None
+        self._lock: DirectoryLock | None = None
+        self._made_directory = False  # by lock(), for a new store
+
+    def lock(self) -> None:
+        path = self.spec.path
+        if os.path.lexists(path) and not os.path.isdir(path):
+            return  # a file: not a store, and the pipeline refuses to touch it
+        if not os.path.exists(path):
+            os.makedirs(path)
+            self._made_directory = True
+        lock = DirectoryLock(path)
+        holder = lock.acquire()
+        if holder is not None:
+            raise StoreBusyError(busy_message(self.spec, holder))
+        self._lock = lock
+
+    def running_writer(self) -> WriterIdentity | None:
+        return None if self._lock is not None else lock_holder(self.spec.path)
 
     def exists(self) -> bool:
+        if self._made_directory and os.listdir(self.spec.path) == [LOCK_NAME]:
+            return False  # only what lock() made for a new store
         return os.path.lexists(self.spec.path)
 
     def is_store(self) -> bool:
@@ -394,6 +439,12 @@ class LMDBWriter(StoreWriter):
         if self._env is not None:
             self._env.close()
             self._env = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+            if self._made_directory:  # a new store that was never created leaves nothing behind
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.spec.path)
 
     # internals
 

@@ -12,6 +12,8 @@ A store named by ``(database, collection)`` is::
                                    present while the conversion is incomplete
         labels:<part>:<collection> int32 little-endian labels, LABELS_PER_PART each
         manifest:<collection>      Manifest.to_json() text; written last
+        writer:<collection>        the running conversion's lease: owner token, pid, host,
+                                   acquired and expires (the server's clock, in ms)
     __datakit_fs__.files/.chunks   GridFS bucket for oversized records, each file
                                    tagged {collection, index} in its metadata
 
@@ -39,6 +41,7 @@ __all__ = [
     "progress_id",
     "manifest_id",
     "labels_id",
+    "lease_id",
     "sample_document",
     "decode_source",
     "label_parts",
@@ -65,6 +68,10 @@ def progress_id(collection: str) -> str:
 
 def manifest_id(collection: str) -> str:
     return f"manifest:{collection}"
+
+
+def lease_id(collection: str) -> str:
+    return f"writer:{collection}"
 
 
 def labels_id(collection: str, part: int) -> str:

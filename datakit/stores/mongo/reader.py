@@ -16,21 +16,25 @@ import numpy as np
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.manifest import Manifest, record_key
-from datakit.stores.base import StoreReader, incomplete_message
+from datakit.stores.base import StoreReader, check_range, incomplete_message, missing_source_message
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
     META_COLLECTION,
     decode_source,
     join_label_parts,
+    lease_id,
     manifest_id,
     progress_id,
 )
+from datakit.stores.mongo.lease import current_holder
 from datakit.stores.mongo.location import MongoLocation
 
 __all__ = ["MongoReader"]
 
 _WINDOW = 256  # sample documents per query while streaming
+_GRIDFS_REPLY_BYTES = 8 << 20  # GridFS chunk bytes asked for per query
+_PATH_WINDOW = 4096  # sample documents per query for source paths (their paths only)
 
 
 class MongoReader(StoreReader):
@@ -78,7 +82,9 @@ class MongoReader(StoreReader):
                 raise StoreError(f"{where}: the manifest is not valid JSON (nested too deeply)") from None
         progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
         if progress is not None:
-            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress)))
+            lease = self._connection.call(lambda: self._meta().find_one({"_id": lease_id(collection)}))
+            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress),
+                                                          current_holder(self._connection, lease)))
         names = self._connection.call(lambda: self._connection.database().list_collection_names())
         if collection in names:
             raise IncompleteStoreError(
@@ -138,14 +144,39 @@ class MongoReader(StoreReader):
         return self._connection.call(lambda: self._read_gridfs(document["gridfs"], key), [key])
 
     def _read_gridfs(self, file_id: Any, key: str) -> bytes:
-        import gridfs
+        """A GridFS file's bytes, fetched a bounded number of chunks per query.
 
-        bucket = gridfs.GridFSBucket(self._connection.database(), bucket_name=GRIDFS_BUCKET)
-        try:
-            data: bytes = bucket.open_download_stream(file_id).read()
-        except gridfs.errors.NoFile:
-            raise CorruptRecordError(key, f"its GridFS file is missing from {self.spec.describe()}") from None
-        return data
+        pymongo's ``GridOut.read()`` runs one cursor over every chunk, and a
+        server may answer it with all of them in one reply: a record over
+        ``maxMessageSizeBytes`` (48 MB) then cannot be read at all. Asking for
+        at most :data:`_GRIDFS_REPLY_BYTES` of chunks at a time keeps every
+        reply small, whatever the server does with batch sizes.
+        """
+        database = self._connection.database()
+        where = self.spec.describe()
+        info = database[f"{GRIDFS_BUCKET}.files"].find_one({"_id": file_id}, {"length": 1, "chunkSize": 1})
+        if info is None:
+            raise CorruptRecordError(key, f"its GridFS file is missing from {where}")
+        length, chunk_size = info.get("length"), info.get("chunkSize")
+        if not (_is_count(length) and _is_count(chunk_size) and chunk_size > 0):
+            raise CorruptRecordError(key, f"its GridFS file in {where} has no valid length and chunk size")
+        count = -(-length // chunk_size)
+        per_query = max(1, _GRIDFS_REPLY_BYTES // chunk_size)
+        chunks = database[f"{GRIDFS_BUCKET}.chunks"]
+        pieces: list[bytes] = []
+        for start in range(0, count, per_query):
+            stop = min(count, start + per_query)
+            query = {"files_id": file_id, "n": {"$gte": start, "$lt": stop}}
+            found = {document.get("n"): document.get("data")
+                     for document in chunks.find(query, {"n": 1, "data": 1})}
+            for number in range(start, stop):
+                data = found.get(number)
+                expected = min(chunk_size, length - number * chunk_size)
+                if not isinstance(data, bytes) or len(data) != expected:
+                    raise CorruptRecordError(key, f"chunk {number} of its GridFS file in {where} is "
+                                                  + ("missing" if data is None else "damaged"))
+                pieces.append(data)
+        return b"".join(pieces)
 
     def iter_records(self) -> Iterator[tuple[int, bytes]]:
         """Every stored ``(index, record)`` in index order; a missing index is skipped.
@@ -184,8 +215,32 @@ class MongoReader(StoreReader):
         by_index = {document["_id"]: decode_source(document.get("source")) for document in documents}
         return [by_index.get(index, "?") for index in wanted]
 
+    def source_path_range(self, start: int, stop: int) -> list[str]:
+        check_range(start, stop, self._manifest.length)
+        where = self.spec.describe()
+        paths: list[str] = []
+        for window in range(start, stop, _PATH_WINDOW):
+            end = min(stop, window + _PATH_WINDOW)
+            documents = self._connection.call(functools.partial(self._sources, window, end),
+                                              [record_key(window), record_key(end - 1)])
+            found = {document["_id"]: document.get("source") for document in documents
+                     if _is_index(document["_id"], window, end)}
+            for index in range(window, end):
+                source = found.get(index)
+                if not isinstance(source, (str, bytes)):
+                    raise StoreError(missing_source_message(where, record_key(index)))
+                paths.append(decode_source(source))
+        return paths
+
+    def _sources(self, start: int, stop: int) -> list[dict[str, Any]]:
+        return list(self._samples().find({"_id": {"$gte": start, "$lt": stop}}, {"source": 1}))
+
     def close(self) -> None:
         self._connection.close()
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_index(value: Any, start: int, stop: int) -> bool:

@@ -24,9 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from datakit.errors import DestinationExistsError, StoreError
+from datakit.errors import DestinationExistsError, StoreBusyError, StoreError
 from datakit.manifest import Manifest, Stats, record_key
-from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreWriter, stats_fit
+from datakit.stores.base import (
+    CommittedState,
+    ConversionSettings,
+    PendingRecord,
+    StoreWriter,
+    WriterIdentity,
+    busy_message,
+    stats_fit,
+)
 from datakit.stores.mongo.connection import MongoConnection, uri_options
 from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
@@ -34,10 +42,12 @@ from datakit.stores.mongo.layout import (
     META_COLLECTION,
     decode_source,
     label_parts,
+    lease_id,
     manifest_id,
     progress_id,
     sample_document,
 )
+from datakit.stores.mongo.lease import WriterLease, current_holder, lease_seconds
 from datakit.stores.mongo.location import MongoLocation
 
 __all__ = ["MongoWriter"]
@@ -61,6 +71,7 @@ class MongoWriter(StoreWriter):
         self._connection = MongoConnection(spec.uri, spec.database, self._where)
         self._conversion: ConversionSettings | None = None
         self._resumed_at: int | None = None  # committed count to clean up after, once
+        self._lease: WriterLease | None = None
 
     # handles
 
@@ -89,6 +100,28 @@ class MongoWriter(StoreWriter):
         document: dict[str, Any] | None = self._connection.call(
             lambda: self._meta().find_one({"_id": document_id}))
         return document
+
+    # one writer at a time (see datakit.stores.mongo.lease)
+
+    def lock(self) -> None:
+        collection = self.spec.collection
+        lease = WriterLease(self._connection, self._meta, lease_id(collection), collection, lease_seconds())
+        held = lease.acquire()
+        if held is not None:
+            holder, expires_in_ms = held
+            raise StoreBusyError(busy_message(
+                self.spec, holder, f" (if that process is gone, its lease expires in "
+                                   f"{expires_in_ms / 1000:.0f} s, and --resume then takes over)"))
+        self._lease = lease
+
+    def running_writer(self) -> WriterIdentity | None:
+        if self._lease is not None:
+            return None
+        return current_holder(self._connection, self._find_meta(lease_id(self.spec.collection)))
+
+    def _confirm_lease(self) -> None:
+        if self._lease is not None:
+            self._lease.confirm()
 
     # what is at the location
 
@@ -122,7 +155,8 @@ class MongoWriter(StoreWriter):
         call(lambda: self._meta().delete_one({"_id": manifest_id(collection)}))
         call(lambda: self._samples().drop())
         self._delete_gridfs_files({"metadata.collection": collection})
-        call(lambda: self._meta().delete_many({"collection": collection, "kind": {"$ne": "progress"}}))
+        call(lambda: self._meta().delete_many({"collection": collection,
+                                                "kind": {"$nin": ["progress", "writer"]}}))
         call(lambda: self._meta().delete_one({"_id": progress_id(collection)}))
 
     # a conversion
@@ -204,6 +238,7 @@ class MongoWriter(StoreWriter):
         settings = self._conversion
         if settings is None:
             raise StoreError(f"{self._where}: commit before create() or committed_state()")
+        self._confirm_lease()
         self._discard_uncommitted_once()
         documents = [self._document(record) for record in records]
         if documents:
@@ -246,6 +281,7 @@ class MongoWriter(StoreWriter):
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         collection = self.spec.collection
         call = self._connection.call
+        self._confirm_lease()
         self._discard_uncommitted_once()
         call(lambda: self._meta().delete_many({"collection": collection, "kind": "labels"}))
         for document in label_parts(collection, labels):
@@ -257,6 +293,9 @@ class MongoWriter(StoreWriter):
         call(lambda: self._meta().delete_one({"_id": progress_id(collection)}))
 
     def close(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         self._connection.close()
 
     # GridFS

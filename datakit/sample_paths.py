@@ -1,0 +1,124 @@
+"""``dataset.samples`` as ``ImageFolder`` has it, read lazily from the store.
+
+torchvision's ``ImageFolder`` holds ``samples``, a list of ``(path, class
+index)`` for every image, and code written for it reaches for that list (to
+find a file's sample, to split by folder, to log what was read). A list of
+ten million paths is gigabytes, and each ``fork``-ed worker would copy it
+page by page as reference counts change. :class:`SamplePaths` is the same
+sequence without the list: it reads paths from the store (which keeps every
+record's relative path) when asked, a slice or a window at a time, and holds
+nothing but a reader function, the source root and the label array the
+dataset already has.
+
+:class:`PathIndex` answers "which sample is this file?" for
+``dataset.index_of``: built on first use by reading every path once, it keeps
+one 64-bit hash and one position per sample (16 bytes; 160 MB for ten
+million samples), sorted by hash, and confirms a match by reading the
+candidate's path back, so a hash collision costs a read, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import overload
+
+import numpy as np
+
+__all__ = ["ReadPaths", "SamplePaths", "PathIndex"]
+
+ReadPaths = Callable[[int, int], list[str]]
+"""``read(start, stop)``: the relative, ``/``-separated source paths of samples ``start .. stop - 1``."""
+
+_WINDOW = 4096  # paths read at a time while iterating or building the index
+
+
+class SamplePaths(Sequence[tuple[str, int]]):
+    """A read-only sequence of ``(path, label)``, one per sample, as ``ImageFolder.samples``.
+
+    ``path`` is the original file's path: the store's relative path joined to
+    the folder the store was converted from (the manifest's ``source``); the
+    file need not exist any more. Indexing (negative indices too) reads one
+    path, a slice reads its range and gives a list, iteration reads windows
+    of :data:`_WINDOW` paths.
+
+    Args:
+        read: reads a range of relative paths from the store.
+        root: the source folder.
+        labels: every sample's label.
+    """
+
+    def __init__(self, read: ReadPaths, root: str, labels: np.ndarray) -> None:
+        self._read = read
+        self._root = root
+        self._labels = labels
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[str, int] | list[tuple[str, int]]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            positions = range(start, stop, step)
+            if not positions:
+                return []
+            low, high = min(positions), max(positions) + 1
+            if step in (1, -1) or high - low <= 2 * len(positions):
+                paths = self._read(low, high)  # one range read, thinned here
+                return [self._pair(position, paths[position - low]) for position in positions]
+            return [self[position] for position in positions]
+        length = len(self)
+        position = operator.index(index)  # a TypeError for anything but an integer or a slice
+        if position < 0:
+            position += length
+        if not 0 <= position < length:
+            raise IndexError(f"sample index {index} is out of range for {length} samples")
+        return self._pair(position, self._read(position, position + 1)[0])
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        for start in range(0, len(self), _WINDOW):
+            yield from self[start:start + _WINDOW]
+
+    def _pair(self, position: int, relative: str) -> tuple[str, int]:
+        return os.path.join(self._root, *relative.split("/")), int(self._labels[position])
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} (path, label) samples under {self._root}, read from the store on access>"
+
+
+class PathIndex:
+    """Sample positions by relative path, for ``dataset.index_of``.
+
+    Hashes are Python's ``hash()`` of the path, which differs between
+    interpreters: an index is used by the process that built it (and its
+    forked children, which share the hash seed) and is never pickled.
+    """
+
+    def __init__(self, hashes: np.ndarray, positions: np.ndarray) -> None:
+        self._hashes = hashes
+        self._positions = positions
+
+    @classmethod
+    def build(cls, read: ReadPaths, length: int) -> PathIndex:
+        """Read every path once, a window at a time, and sort their hashes."""
+        hashes = np.empty(length, dtype=np.int64)
+        for start in range(0, length, _WINDOW):
+            paths = read(start, min(length, start + _WINDOW))
+            hashes[start:start + len(paths)] = np.fromiter((hash(path) for path in paths),
+                                                           dtype=np.int64, count=len(paths))
+        order = np.argsort(hashes, kind="stable")
+        return cls(hashes[order], order.astype(np.int64))
+
+    def candidates(self, relative: str) -> Sequence[int]:
+        """The positions whose path may be ``relative`` (equal hashes), in index order."""
+        key = np.int64(hash(relative))
+        low = int(np.searchsorted(self._hashes, key, side="left"))
+        high = int(np.searchsorted(self._hashes, key, side="right"))
+        return [int(position) for position in self._positions[low:high]]
