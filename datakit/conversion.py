@@ -27,6 +27,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
+from datakit.downscale import DEFAULT_QUALITY
 from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
@@ -83,6 +84,8 @@ class ConversionReport:
         high_bit_depth: images written by this run with 16-bit or float
             pixels, which decoding scales to 8 bits.
         exif_transpose: whether images were stored upright.
+        downscaled: images written by this run stored resized under ``max_side``.
+        max_side: the ``max_side`` of the conversion, or 0.
     """
 
     source: str
@@ -100,6 +103,8 @@ class ConversionReport:
     exif_oriented: int = 0
     high_bit_depth: int = 0
     exif_transpose: bool = False
+    downscaled: int = 0
+    max_side: int = 0
 
     @property
     def images_per_second(self) -> float:
@@ -120,6 +125,8 @@ class _ReadOptions:
     verify: bool
     max_pixels: int
     exif_transpose: bool = False
+    max_side: int | None = None
+    quality: int = DEFAULT_QUALITY
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,7 @@ class _ReadOutcome:
     error: str = ""
     orientation: int = 1
     high_bit_depth: bool = False
+    downscaled: bool = False
 
 
 def convert(
@@ -150,6 +158,8 @@ def convert(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     extensions: Sequence[str] = (),
     exif_transpose: bool = False,
+    max_side: int | None = None,
+    quality: int = DEFAULT_QUALITY,
     progress: ProgressCallback | None = None,
     commit_every: int = _COMMIT_RECORDS,
 ) -> ConversionReport:
@@ -187,6 +197,10 @@ def convert(
             quality 95), as ``PIL.ImageOps.exif_transpose`` turns them. By
             default files are stored as they are, as ``ImageFolder`` loads
             them; either way the report counts them.
+        max_side: store images whose longer side exceeds this resized to it
+            (JPEGs re-encoded at ``quality``, other formats as PNG); smaller
+            images stay byte for byte (:mod:`datakit.downscale`).
+        quality: JPEG quality of the downscaled JPEGs, 1 to 100.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -214,6 +228,10 @@ def convert(
         raise ValueError(f"workers must be at least 1, not {workers}")
     if max_pixels < 1:
         raise ValueError(f"max_pixels must be at least 1, not {max_pixels}")
+    if max_side is not None and max_side < 1:
+        raise ValueError(f"max_side must be at least 1, not {max_side}")
+    if not 1 <= quality <= 100:
+        raise ValueError(f"quality must be between 1 and 100, not {quality}")
     started = time.perf_counter()
     root = os.path.abspath(os.path.expanduser(os.fspath(src)))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
@@ -221,9 +239,10 @@ def convert(
     folder = scan_folder(root, extensions)
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
     settings = ConversionSettings(folder.root, folder.classes, kind.label, scan_rules(folder.extensions),
-                                  exif_transpose)
+                                  exif_transpose, max_side or 0, quality if max_side else 0)
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
-                              empty_classes=folder.empty_classes(), exif_transpose=exif_transpose)
+                              empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
+                              max_side=max_side or 0)
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
                           for item in folder.unreadable)
 
@@ -236,7 +255,7 @@ def convert(
         done = set(state.sources)
         pending = [entry for entry in folder.entries if entry.path not in done]
         report.resumed_from = state.stats.length
-        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose)
+        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side, quality)
         decodes = verify or kind is PayloadKind.RAW
         outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
@@ -252,7 +271,8 @@ def convert(
                             skipped=len(report.skipped), source=folder.root,
                             skipped_files=listed[:KEPT_SKIPPED_FILES],
                             skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES),
-                            exif_transpose=exif_transpose)
+                            exif_transpose=exif_transpose, max_side=settings.max_side,
+                            quality=settings.quality)
         writer.finish(manifest, np.asarray(labels, dtype=np.int64))
     report.total = state.stats.length
     report.complete = True
@@ -342,6 +362,12 @@ def _exists_message(writer: StoreWriter) -> str:
     return f"{where} already exists and is not a datakit store; choose another destination"
 
 
+def _downscaling(settings: ConversionSettings) -> str:
+    if not settings.max_side:
+        return "no --max-side"
+    return f"--max-side {settings.max_side} --quality {settings.quality}"
+
+
 def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: str,
                      folder: SourceFolder) -> None:
     stored = state.settings
@@ -354,6 +380,11 @@ def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: s
         raise ConversionError(
             f"{where} was started {'with' if stored.exif_transpose else 'without'} --exif-transpose; "
             "resume with the same option, or start again with --overwrite"
+        )
+    if (stored.max_side, stored.quality) != (wanted.max_side, wanted.quality):
+        raise ConversionError(
+            f"{where} was started with {_downscaling(stored)}, this conversion asks for "
+            f"{_downscaling(wanted)}; resume with the same options, or start again with --overwrite"
         )
     if stored.classes != wanted.classes:
         raise ConversionError(
@@ -460,14 +491,15 @@ def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
     path = os.path.join(options.root, *entry.path.split("/"))
     try:
         image = read_source_image(path, kind=options.kind, verify=options.verify,
-                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose)
+                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose,
+                                  max_side=options.max_side, quality=options.quality)
     except BadImage as exc:
         return _ReadOutcome(entry, error=str(exc))
     record = seal_record(image.framed, kind=image.kind, label=entry.label, width=image.width,
                          height=image.height, channels=image.channels)
     return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
                         len(image.payload), orientation=image.orientation,
-                        high_bit_depth=image.high_bit_depth)
+                        high_bit_depth=image.high_bit_depth, downscaled=image.downscaled)
 
 
 def _reporting(outcomes: Iterable[_ReadOutcome], progress: ProgressCallback,
@@ -489,10 +521,11 @@ def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
         index = stats.length
         oriented = outcome.orientation != 1
         stats.add(entry.label, outcome.payload_bytes, outcome.image_format, outcome.width, outcome.height,
-                  oriented=oriented, high_bit_depth=outcome.high_bit_depth)
+                  oriented=oriented, high_bit_depth=outcome.high_bit_depth, downscaled=outcome.downscaled)
         labels.append(entry.label)
         report.exif_oriented += oriented
         report.high_bit_depth += outcome.high_bit_depth
+        report.downscaled += outcome.downscaled
         report.written += 1
         report.bytes_written += outcome.payload_bytes
         yield PendingRecord(index, entry.path, entry.label, outcome.record)
