@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import signal
@@ -14,6 +15,7 @@ import datakit
 from datakit.errors import IncompleteStoreError
 from datakit.synthetic import make_image_folder
 from tests.helpers import stored_sources
+from tests.loader._loader_helpers import kill_parent_and_watch_workers, wait_until
 
 REPORTING_CONVERSION = """
 import sys, datakit
@@ -114,3 +116,42 @@ def test_eight_concurrent_readers_read_only_correct_samples(backend, image_folde
     assert result["errors"] == [] and result["exit_codes"] == [0] * 8
     assert result["wrong_samples"] == 0 and result["samples"] > 8 * 16
     assert result["max_rss_growth_mb"] < 50
+
+
+def stopped_conversion_workers(process: subprocess.Popen[bytes]) -> list[int]:
+    """The reader processes of a running ``datakit convert``, once both exist; then stops the parent.
+
+    A stopped parent is the slowest consumer there is: the readers fill their
+    pipes and block writing the next chunk of records.
+    """
+    def readers() -> list[int]:
+        with open(f"/proc/{process.pid}/cmdline", "rb") as handle:
+            command = handle.read()
+        found = []
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{name}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    forked = handle.read() == command  # not the resource tracker
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if parent == process.pid and forked:
+                found.append(int(name))
+        return sorted(found)
+
+    assert wait_until(lambda: len(readers()) == 2, 60), readers()
+    process.send_signal(signal.SIGSTOP)
+    return readers()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_killed_conversion_leaves_no_reader_process(tmp_path):
+    # 300 raw 256x256 images: a chunk of 16 records is 3 MiB, more than a pipe holds.
+    src = tmp_path / "src"
+    make_image_folder(src, classes=("a", "b"), per_class=150, size=(256, 256))
+    command = [sys.executable, "-m", "datakit", "convert", str(src), str(tmp_path / "s"),
+               "--workers", "2", "--format", "raw", "--quiet"]
+    alive = kill_parent_and_watch_workers(command, stopped_conversion_workers)
+    assert not alive, f"reader processes {alive} outlived the killed conversion by 10 s"

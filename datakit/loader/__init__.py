@@ -7,6 +7,7 @@ Public names are re-exported by :mod:`datakit` (``DataLoader``,
 * ``samplers``: index order (torch-identical random draws).
 * ``distributed``: samplers sharding one global order across ranks (elastic).
 * ``state``: the versioned resume state format.
+* ``provenance``: what a state depends on, and whether a loader can continue it.
 * ``progress``: one pass's taken and delivered batches (pure, no I/O).
 * ``resume``: epochs, ``set_epoch``, generator snapshots, save and load.
 * ``nested``: walking nested samples and batches (one walker for all).
@@ -17,6 +18,7 @@ Public names are re-exported by :mod:`datakit` (``DataLoader``,
 * ``failure``: exceptions carried across processes as values.
 * ``ordering``: task accounting and reordering (pure, no I/O).
 * ``worker``: the worker process loop, its config, seeding and ``get_worker_info``.
+* ``lifeline``: a worker's tie to its parent (dies with it, notices it gone).
 * ``pool``: starting, watching and stopping worker processes.
 * ``batchpath``: the Protocol of datasets that read whole batches into slots.
 * ``slots``: batch-native transport through shared-memory slots.

@@ -1,12 +1,12 @@
 """Sending on a pipe without waiting blind, and receiving without extra copies.
 
-A write to a full pipe blocks until the reader drains it. :func:`send` first
-waits, in slices of ``poll_interval``, until the pipe has room, and between
-slices asks whether the other side is still there; only then does it write.
-Messages on the loader's pipes are small (batches travel in shared memory),
-so once there is room the write completes at once; a larger one completes as
-the reader drains it, or fails with ``BrokenPipeError`` when the reader closes
-its end.
+A write to a full pipe blocks until the reader drains it. :func:`send`
+writes without blocking as much as the pipe takes, then waits for room in
+slices of ``poll_interval``, and between slices asks whether the other side is
+still there. Messages on the loader's pipes are usually small (batches travel
+in shared memory), so the write completes at once; a larger one completes as
+the reader drains it, fails with ``BrokenPipeError`` when the reader closes its
+end, or gives up (half sent) when the reader is gone.
 
 :func:`receive` reads what ``Connection.send_bytes`` framed (a 4-byte size,
 or -1 and an 8-byte size, then the bytes) straight into one buffer of the
@@ -40,7 +40,7 @@ def send(
     peer_alive: Callable[[], bool],
     poll_interval: float = 0.5,
 ) -> None:
-    """Sends ``message`` once the pipe has room, checking ``peer_alive`` while waiting.
+    """Sends ``message`` as the pipe makes room for it, checking ``peer_alive`` while waiting.
 
     Args:
         connection: The writing end.
@@ -49,21 +49,35 @@ def send(
         poll_interval: Seconds between liveness checks.
 
     Raises:
-        PeerGoneError: ``peer_alive()`` returned False before there was room.
+        PeerGoneError: ``peer_alive()`` returned False while waiting for room
+            (perhaps with part of the message written: the pipe is then unusable).
         BrokenPipeError: The reader closed its end.
         Exception: Whatever pickling ``message`` raised (nothing was written then).
     """
     # Pickle first: a failure here leaves the pipe untouched. Protocol 5 (not yet the default)
     # carries a bytearray as its bytes; protocol 4 makes a bytes copy to rebuild it from.
     data = ForkingPickler.dumps(message, protocol=5)
+    # The frame Connection.send_bytes writes (receive reads it), written without blocking:
+    # a blocking write of more than the room left would wait for the reader with no
+    # liveness check, for good if the reader was killed while others hold its end.
+    size = len(data)
+    header = struct.pack("!i", size) if size <= 0x7FFFFFFF else struct.pack("!iQ", -1, size)
     fd = connection.fileno()
-    while True:
-        _, writable, _ = select.select([], [fd], [], poll_interval)
-        if writable:
-            connection.send_bytes(data)
-            return
-        if not peer_alive():
-            raise PeerGoneError("the reader of this pipe is gone")
+    os.set_blocking(fd, False)
+    try:
+        for part in (header, data):
+            view = memoryview(part)
+            while view:
+                try:
+                    view = view[os.write(fd, view) :]
+                    continue
+                except BlockingIOError:
+                    pass
+                _, writable, _ = select.select([], [fd], [], poll_interval)
+                if not writable and not peer_alive():
+                    raise PeerGoneError("the reader of this pipe is gone")
+    finally:
+        os.set_blocking(fd, True)
 
 
 def try_send(connection: Connection, message: Any) -> bool:

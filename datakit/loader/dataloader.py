@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from datakit.loader.collate import default_collate, default_convert
-from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, select_backend
+from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, parse_device, select_backend
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.resume import EpochKeeper
@@ -64,12 +64,17 @@ class DataLoader(Generic[T]):
         prefetch_factor: Batches in flight per worker (default 2 with workers).
         persistent_workers: Keep the workers between epochs.
         in_order: Deliver batches in sampler order; False hands them out as they finish.
-        device: Deliver batches on this device: batches are copied into
-            reused pinned buffers and to the device on a side stream, one batch
-            ahead. Without CUDA: a warning and CPU tensors.
+        device: Deliver batches on this device (``"cuda"``, ``"cuda:N"``, a
+            ``torch.device``): batches are copied into reused pinned buffers and
+            to the device on a side stream, one batch ahead. ``"cpu"`` delivers
+            them unstaged. Without CUDA, and for ``"mps"``: a warning naming the
+            device and CPU tensors.
 
     Raises:
-        ValueError: For the same conflicting or invalid options torch rejects.
+        ValueError: For the same conflicting or invalid options torch rejects;
+            for a ``device`` that is not a device name, a CUDA index past the
+            machine's devices, or a device type batches cannot be staged to.
+        TypeError: ``device`` is neither a string nor a ``torch.device``.
 
     Example:
         >>> loader = DataLoader(range(10), batch_size=4)
@@ -180,7 +185,7 @@ class DataLoader(Generic[T]):
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
-        self.device = None if device is None else torch.device(device)
+        self.device = None if device is None else parse_device(device)
         self._device_backend: DeviceBackend | None = None
         self._pin_backend: DeviceBackend | None = None
         self._choose_backends()

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-__all__ = ["DeviceBackend", "Stream", "Event", "CudaBackend", "CpuBackend", "select_backend"]
+__all__ = ["DeviceBackend", "Stream", "Event", "CudaBackend", "CpuBackend", "parse_device", "select_backend"]
 
 
 class Stream(Protocol):
@@ -224,18 +224,65 @@ class CpuBackend:
         self.log("record_stream", stream.name, tuple(tensor.shape))
 
 
+def parse_device(device: Any) -> torch.device:
+    """The ``device=`` argument of :class:`~datakit.DataLoader` as a :class:`torch.device`.
+
+    Raises:
+        ValueError: ``device`` is not a device name (``"gpu"``, ``"cuda:x"``).
+        TypeError: ``device`` is neither a string nor a :class:`torch.device`.
+    """
+    if isinstance(device, torch.device):
+        return device
+    if not isinstance(device, str):
+        raise TypeError(
+            f"DataLoader(device={device!r}): expected a device name such as 'cuda', 'cuda:0' "
+            "or 'cpu', or a torch.device"
+        )
+    try:
+        return torch.device(device)
+    except (RuntimeError, ValueError):
+        message = f"DataLoader(device={device!r}): not a device name; use 'cuda', 'cuda:N' or 'cpu'"
+        raise ValueError(message) from None
+
+
 def select_backend(device: torch.device, stacklevel: int = 2) -> DeviceBackend:
-    """The backend for ``device``: CUDA when available, else the CPU stand-in with a warning.
+    """The backend for a device other than the CPU: CUDA, else the CPU stand-in with a warning.
+
+    Batches are staged to CUDA devices only. Without CUDA (or for ``mps``,
+    whose copies this staging path does not drive) the loader warns, naming
+    the device asked for, and delivers CPU tensors through the stand-in.
 
     Args:
         device: The device the loader should deliver batches to.
         stacklevel: Passed to :func:`warnings.warn` (2: the caller's line).
+
+    Raises:
+        ValueError: A device type that cannot be staged to (``meta``, ``xpu``...),
+            or a CUDA index past the machine's devices.
     """
-    if device.type == "cuda" and torch.cuda.is_available():
-        return CudaBackend(device)
-    warnings.warn(
-        f"DataLoader(device={str(device)!r}): CUDA is not available, so batches stay on the CPU.",
-        RuntimeWarning,
-        stacklevel=stacklevel,
-    )
+    asked = f"DataLoader(device={str(device)!r})"
+    advice = ""
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            reason = "CUDA is not available"
+        else:
+            count = torch.cuda.device_count()
+            if device.index is not None and device.index >= count:
+                names = ", ".join(f"cuda:{index}" for index in range(count))
+                plural = "s" if count != 1 else ""
+                raise ValueError(f"{asked}: this machine has {count} CUDA device{plural} ({names})")
+            return CudaBackend(device)
+    elif device.type == "mps":
+        if torch.backends.mps.is_available():
+            reason = "datakit stages batches only to CUDA devices"
+            advice = "; move them with batch.to('mps')"
+        else:
+            reason = "MPS is not available on this machine"
+    else:
+        raise ValueError(
+            f"{asked}: datakit stages batches only to CUDA devices ('cuda', 'cuda:N'); "
+            "device='cpu' or no device delivers them on the CPU"
+        )
+    message = f"{asked}: {reason}, so batches stay on the CPU{advice}."
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
     return CpuBackend()

@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from datakit.loader import channel
+from datakit.loader.lifeline import ParentLink
 from datakit.loader.protocol import STOP, Result
 from datakit.loader.worker import WorkerConfig, worker_loop
 
@@ -84,9 +85,10 @@ class WorkerPool:
         result_reader, result_writer = context.Pipe(duplex=False)
         _grow_pipe(task_writer)
         _grow_pipe(result_writer)
+        parent = ParentLink.from_here(context.get_start_method())
         process = context.Process(
             target=worker_loop,
-            args=(config, worker_id, task_reader, result_writer, self._stop),
+            args=(config, worker_id, task_reader, result_writer, self._stop, parent),
             name=f"datakit-loader-worker-{worker_id}",
             daemon=True,
         )

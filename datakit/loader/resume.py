@@ -14,6 +14,7 @@ instead of delivered batches. See ``docs/resume.md``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from torch.utils.data import SequentialSampler as TorchSequentialSampler
 from datakit.loader.distributed import ShardedSampler
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.progress import PassProgress
+from datakit.loader.provenance import check_fits, describe
 from datakit.loader.samplers import BatchSampler, InfiniteConstantSampler, SequentialSampler
 from datakit.loader.state import (
     BEFORE_BASE_SEED,
@@ -194,8 +196,13 @@ class EpochKeeper:
     def state_dict(self, plan: LoaderPlan) -> dict[str, Any]:
         """The loader's state as plain data (see :class:`~datakit.loader.state.LoaderState`)."""
         _refuse_iterable(plan)
+        state = self._state(plan)
+        state.loader = describe(plan)
+        return state.to_dict()
+
+    def _state(self, plan: LoaderPlan) -> LoaderState:
         if self._pending is not None:
-            return self._pending.to_dict()
+            return dataclasses.replace(self._pending)
         progress = self._current
         if progress is None:
             state = LoaderState(
@@ -203,7 +210,7 @@ class EpochKeeper:
                 generators=snapshot(generator_sources(plan)),
                 restore_point=BEFORE_BASE_SEED,
             )
-            return self._with_sampler(plan, state, consumed=0).to_dict()
+            return self._with_sampler(plan, state, consumed=0)
         if self._finished(plan, progress):
             persistent = plan.persistent_workers and plan.num_workers > 0
             state = LoaderState(
@@ -212,7 +219,7 @@ class EpochKeeper:
                 restore_point=BEFORE_SAMPLER if persistent else BEFORE_BASE_SEED,
                 base_seed=progress.base_seed,
             )
-            return self._with_sampler(plan, state, consumed=-1).to_dict()
+            return self._with_sampler(plan, state, consumed=-1)
         state = LoaderState(
             epoch=progress.epoch,
             delivered=progress.delivered,
@@ -220,7 +227,7 @@ class EpochKeeper:
             restore_point=BEFORE_SAMPLER,
             base_seed=progress.base_seed,
         )
-        return self._with_sampler(plan, state, consumed=progress.delivered.prefix).to_dict()
+        return self._with_sampler(plan, state, consumed=progress.delivered.prefix)
 
     @staticmethod
     def _finished(plan: LoaderPlan, progress: PassProgress) -> bool:
@@ -254,8 +261,9 @@ class EpochKeeper:
         """The next pass continues where ``state`` stood.
 
         Raises:
-            ValueError: ``state`` is malformed, of another version, or does not
-                fit this loader's sampler.
+            ValueError: ``state`` is malformed, of another version, or was saved
+                by a loader it does not fit (another dataset length, batching or
+                sampler; see :mod:`datakit.loader.provenance`).
             TypeError: The loader reads an iterable dataset.
         """
         _refuse_iterable(plan)
@@ -266,6 +274,7 @@ class EpochKeeper:
                 "the state was saved with a different kind of sampler: a sharded sampler "
                 "(datakit.samplers.DistributedSampler / DistributedWeightedSampler) resumes only into one"
             )
+        check_fits(loaded.loader, describe(plan), elastic=sampler is not None)
         if sampler is not None and loaded.sampler is not None:
             sampler.load_state_dict(loaded.sampler)
         self._pending = loaded

@@ -24,8 +24,10 @@ __all__ = [
     "VERSION",
     "Delivered",
     "LoaderState",
+    "DESCRIPTION_FIELDS",
     "decode_generator_state",
     "encode_generator_state",
+    "read_description",
 ]
 
 FORMAT = "datakit.DataLoader"
@@ -35,6 +37,19 @@ VERSION = 1
 BEFORE_BASE_SEED = "before_base_seed"
 BEFORE_SAMPLER = "before_sampler"
 _RESTORE_POINTS = (BEFORE_BASE_SEED, BEFORE_SAMPLER)
+
+
+# The fields of a loader description (datakit.loader.provenance) and the types of their values,
+# in the order messages name them.
+DESCRIPTION_FIELDS: dict[str, tuple[type, ...]] = {
+    "batch_size": (int, type(None)),
+    "drop_last": (bool, type(None)),
+    "sampler": (str,),
+    "shuffle": (bool,),
+    "seed": (int,),
+    "world_size": (int,),
+    "dataset_length": (int, type(None)),
+}
 
 
 def encode_generator_state(state: torch.Tensor) -> str:
@@ -121,6 +136,9 @@ class LoaderState:
         sampler: The state of a sampler that resumes itself (a
             :class:`~datakit.samplers.DistributedSampler` across world sizes);
             then ``delivered`` is empty and no batch is skipped by the loader.
+        loader: What the positions depend on (dataset length, batching,
+            sampler; see :mod:`datakit.loader.provenance`), checked when the
+            state is loaded. None in states saved before datakit recorded it.
     """
 
     epoch: int = 0
@@ -129,6 +147,7 @@ class LoaderState:
     restore_point: str = BEFORE_SAMPLER
     base_seed: int | None = None
     sampler: dict[str, Any] | None = None
+    loader: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The state as JSON-serialisable plain data, tagged with format and version."""
@@ -141,6 +160,7 @@ class LoaderState:
             "restore_point": self.restore_point,
             "base_seed": self.base_seed,
             "sampler": self.sampler,
+            "loader": self.loader,
         }
 
     @classmethod
@@ -180,7 +200,29 @@ class LoaderState:
             restore_point=restore_point,
             base_seed=base_seed,
             sampler=None if sampler is None else dict(sampler),
+            loader=read_description(data.get("loader")),
         )
+
+
+def read_description(value: Any) -> dict[str, Any] | None:
+    """Validates a description read from a saved state (None: the state has none).
+
+    Raises:
+        ValueError: Not a mapping of known fields to values of their types.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"the state's loader description must be a mapping, got {value!r}")
+    description: dict[str, Any] = {}
+    for key, item in value.items():
+        types = DESCRIPTION_FIELDS.get(key)
+        if types is None:
+            continue  # a field a later datakit records: not checked here
+        if not isinstance(item, types) or (isinstance(item, bool) and bool not in types):
+            raise ValueError(f"invalid {key}={item!r} in the state's loader description")
+        description[key] = item
+    return description
 
 
 def _int(data: Mapping[str, Any], key: str) -> int:

@@ -24,6 +24,7 @@ from datakit.loader import channel
 from datakit.loader.epoch_seed import set_epoch_seed
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
+from datakit.loader.lifeline import ParentLink
 from datakit.loader.protocol import STOP, Exhausted, Resume
 
 __all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "draw_base_seed", "numpy_seed"]
@@ -150,8 +151,9 @@ def worker_loop(
     tasks: Connection,
     results: Connection,
     stop: Event,
+    parent: ParentLink,
 ) -> None:
-    """Runs one worker until told to stop; the target of each worker process.
+    """Runs one worker until told to stop or its parent dies; the target of each worker process.
 
     Args:
         config: The loader's frozen configuration.
@@ -159,9 +161,13 @@ def worker_loop(
         tasks: Read end of this worker's task pipe.
         results: Write end of this worker's result pipe.
         stop: Set by the main process at shutdown: skip remaining tasks.
+        parent: The loader's process; the worker exits when it is gone
+            (see :mod:`datakit.loader.lifeline`).
     """
     global _worker_info
     try:
+        if not parent.arm():
+            return  # the parent died before the worker was ready
         torch.set_num_threads(1)
         seed = _seed_everything(config.base_seed, worker_id)
         set_epoch_seed(config.base_seed, config.epoch)
@@ -175,7 +181,7 @@ def worker_loop(
             fetcher: Fetcher | WorkerFailure = config.new_fetcher(dataset)
         except Exception:
             fetcher = WorkerFailure.capture(where)  # every task of this worker fails with it
-        _serve(config, tasks, results, stop, where, fetcher)
+        _serve(config, tasks, results, stop, where, fetcher, parent)
     except KeyboardInterrupt:
         pass  # the main process sees it too and shuts the workers down
     except (BrokenPipeError, ConnectionResetError, EOFError, channel.PeerGoneError):
@@ -192,11 +198,10 @@ def _serve(
     stop: Event,
     where: str,
     fetcher: Fetcher | WorkerFailure,
+    parent: ParentLink,
 ) -> None:
-    parent = os.getppid()
-
     def keep_going() -> bool:
-        return os.getppid() == parent and not stop.is_set()
+        return parent.alive() and not stop.is_set()
 
     exhausted = False
     while True:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import gc
 import os
 import random
+import select
+import signal
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -138,3 +141,66 @@ def seeded(seed: int) -> torch.Generator:
     generator = torch.Generator()
     generator.manual_seed(seed)
     return generator
+
+
+def read_lines(process: subprocess.Popen[bytes], until, seconds: float = 60.0) -> list[str]:
+    """Lines of ``process``'s stdout until ``until(lines)`` holds (fails at the deadline)."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    buffered, deadline = b"", time.monotonic() + seconds
+    while True:
+        lines = buffered.decode().splitlines()
+        if until(lines):
+            return lines
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, left))
+        chunk = os.read(fd, 65536) if ready else b""
+        assert chunk, f"the child printed {lines!r}, then {'exited' if ready else 'went quiet'}"
+        buffered += chunk
+
+
+def state(pid: int) -> str:
+    """The one-letter process state from /proc (``"?"`` once gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "?"
+
+
+def children_of(parent: int) -> set[int]:
+    """Processes whose parent is ``parent``, read from /proc (for cleanup)."""
+    found = set()
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                if int(handle.read().rsplit(")", 1)[1].split()[1]) == parent:
+                    found.add(int(name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def kill_parent_and_watch_workers(command: list[str], find_workers) -> list[int]:
+    """Runs ``command``, finds its worker pids, SIGKILLs it; returns the workers still alive 10 s later."""
+    workers: list[int] = []
+    with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE) as process:
+        try:
+            workers = find_workers(process)
+            assert len(workers) == 2, workers
+            # Both sleep: blocked sending a result nobody reads.
+            assert wait_until(lambda: all(state(pid) == "S" for pid in workers), 30), [
+                state(pid) for pid in workers
+            ]
+            process.kill()
+            process.wait(timeout=30)
+            wait_until(lambda: all(process_gone(pid) for pid in workers), 10)
+            return [pid for pid in workers if not process_gone(pid)]
+        finally:
+            # Orphans of a failing run (even one that failed before naming its workers)
+            # must not outlive the test.
+            leftovers = set(workers) | children_of(process.pid)
+            process.kill()
+            for pid in leftovers:
+                if not process_gone(pid):
+                    os.kill(pid, signal.SIGKILL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 
 import pytest
 
@@ -42,6 +43,46 @@ def test_send_to_a_full_pipe_gives_up_when_the_peer_is_gone():
     with pytest.raises(channel.PeerGoneError):
         channel.send(writer, "late", peer_alive, poll_interval=0.01)
     assert len(checks) == 3
+    reader.close()
+    writer.close()
+
+
+def test_send_of_a_message_larger_than_the_pipe_gives_up_midway_when_the_peer_is_gone():
+    # A blocking write would wait for the reader forever, with no liveness check,
+    # when the reader was killed but another process still holds its end.
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    outcome: list[BaseException | None] = []
+
+    def sender() -> None:
+        try:
+            channel.send(writer, bytes(8 << 20), peer_alive=lambda: False, poll_interval=0.01)
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    stuck = thread.is_alive()
+    reader.close()  # frees a sender stuck in a blocking write (it then fails with EPIPE)
+    thread.join(timeout=10)
+    writer.close()
+    assert not stuck, "send blocked in a write to a pipe nobody reads"
+    assert len(outcome) == 1 and isinstance(outcome[0], channel.PeerGoneError)
+
+
+def test_send_of_a_large_message_completes_as_the_reader_drains_it():
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    message = bytes(range(256)) * (12 << 12)  # 12 MiB
+    received: list[object] = []
+    thread = threading.Thread(target=lambda: received.append(channel.receive(reader)), daemon=True)
+    thread.start()
+    channel.send(writer, message, peer_alive=lambda: True, poll_interval=0.01)
+    thread.join(timeout=30)
+    assert received == [message]
+    assert os.get_blocking(writer.fileno())  # left as it was: Connection.send still works
+    writer.send("after")
+    assert reader.recv() == "after"
     reader.close()
     writer.close()
 
