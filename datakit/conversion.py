@@ -18,12 +18,13 @@ completes with every image exactly once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from datakit.downscale import DEFAULT_QUALITY
 from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
+from datakit.readers import ReaderPool
 from datakit.records import PayloadKind, seal_record
 from datakit.source import SourceEntry, SourceFolder, legacy_order_matches, scan_folder, scan_rules
 from datakit.stores import given_options, is_mongodb_uri, resolve_store
@@ -418,54 +420,28 @@ def _usable_cpus() -> int:
 
 def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
                  workers: int) -> Iterator[_ReadOutcome]:
-    """Read and encode ``entries`` in order, with up to ``workers`` processes.
-
-    The processes are datakit's own loader workers: each has private pipes the
-    main thread reads directly (no helper thread competing with the writes for
-    the GIL), a bounded number of chunks in flight, and failure reporting.
-    """
-    reader = _SourceReader(entries, options)
+    """Read and encode ``entries`` in order, with up to ``workers`` processes (:mod:`datakit.readers`)."""
+    read_chunk = functools.partial(_read_chunk, entries, options)
+    starts = range(0, len(entries), _CHUNK)
+    chunks = (list(range(start, min(len(entries), start + _CHUNK))) for start in starts)
     if workers == 1 or len(entries) <= _CHUNK:
-        for start in range(0, len(entries), _CHUNK):
-            yield from reader.__getitems__(list(range(start, min(len(entries), start + _CHUNK))))
+        for chunk in chunks:
+            yield from read_chunk(chunk)
         return
-    from datakit.loader.dataloader import DataLoader
-
     cpus = _usable_cpus()
     if workers > cpus:
         warnings.warn(f"{workers} reader processes for {cpus} usable CPU(s): the extra ones only compete "
                       "for them, so the conversion gets no faster (the default is one per CPU)",
                       DatakitWarning, stacklevel=3)
-    # `reader` is a map-style dataset by protocol; subclassing torch's Dataset
-    # would import torch whenever the CLI starts, decoding or not.
-    with warnings.catch_warnings():  # said above, in datakit's words; not again in torch's
-        warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
-        loader = DataLoader(cast(Any, reader), batch_size=_CHUNK, num_workers=workers,
-                            collate_fn=_as_list, prefetch_factor=8)
-    for outcomes in loader:
+    for outcomes in ReaderPool(read_chunk, workers).map(chunks):
         yield from outcomes
 
 
-def _as_list(outcomes: list[_ReadOutcome]) -> list[_ReadOutcome]:
-    return outcomes
-
-
-class _SourceReader:
-    """The source files as a map-style dataset of read outcomes, for the loader's workers."""
-
-    def __init__(self, entries: Sequence[SourceEntry], options: _ReadOptions) -> None:
-        self.entries = entries
-        self.options = options
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __getitem__(self, index: int) -> _ReadOutcome:
-        return self.__getitems__([index])[0]
-
-    def __getitems__(self, indices: list[int]) -> list[_ReadOutcome]:
-        with _pillow_pixel_limit(self.options.max_pixels):
-            return [_read_one(self.entries[index], self.options) for index in indices]
+def _read_chunk(entries: Sequence[SourceEntry], options: _ReadOptions,
+                indices: list[int]) -> list[_ReadOutcome]:
+    """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
+    with _pillow_pixel_limit(options.max_pixels):
+        return [_read_one(entries[index], options) for index in indices]
 
 
 @contextlib.contextmanager
