@@ -239,7 +239,10 @@ class MultiProcessIterator(_BaseIterator):
         shape = batch_sample_shape(self._dataset, plan.batch_size, self._collate_fn, self._auto_collation)
         if shape is None or plan.batch_size is None:
             return None
-        return BatchSlots(self._ledger.capacity, plan.batch_size, shape)
+        # Without pinning, batches are lent to the consumer rather than copied out of their slot:
+        # two more slots let the one in use and the one before it stay lent while all tasks fly.
+        lendable = 2 if plan.device_backend is None and plan.pin_backend is None else 0
+        return BatchSlots(self._ledger.capacity, plan.batch_size, shape, lendable)
 
     @property
     def is_closed(self) -> bool:
