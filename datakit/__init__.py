@@ -40,6 +40,7 @@ __all__ = [
     "get_worker_info",
     "inspect",
     "samplers",
+    "vision",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
@@ -52,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("errors", "samplers"):
+    if name in ("errors", "samplers", "vision"):
         return importlib.import_module(f"datakit.{name}")
     module = _EXPORTS.get(name)
     if module is None:

@@ -1,7 +1,14 @@
 """Side-by-side loader benchmark: torch's ``DataLoader`` against datakit's.
 
 Both loaders read the same store through the same dataset with the same
-settings. Each run happens in a fresh child process, so that peak memory is
+settings. With a photo pipeline (``pipeline="train"``: ``RandomResizedCrop(224)``
+and a flip; ``"val"``: ``Resize(256)``, ``CenterCrop(224)``), torch's loader
+runs torchvision's ``transforms.v2`` on PIL images, what the pipeline
+replaces (or, where torchvision does not import, ``datakit.vision``'s
+operations unfused on tensors, which compute what torchvision's do), and
+datakit's loader runs the same pipeline fused into decoding.
+
+Each run happens in a fresh child process, so that peak memory is
 that run's alone and neither loader inherits the other's warm workers; runs
 alternate (torch, datakit, torch, ...) so that neither profits from a quieter
 moment of the machine, and medians are reported. ``datakit bench`` prints it.
@@ -20,7 +27,7 @@ from typing import Any
 from datakit.stores import resolve_store
 from datakit.stores.base import StoreSpec
 
-__all__ = ["LoaderRun", "BenchSettings", "run_benchmark"]
+__all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps"]
 
 LOADERS = ("torch", "datakit")
 
@@ -42,6 +49,7 @@ class BenchSettings:
     epochs: int = 2
     output: str = "tensor"
     shuffle: bool = True
+    pipeline: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as ``datakit bench --json`` reports them, the backend options among them."""
@@ -85,6 +93,8 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
             runs[name].append(_run_in_child(name, spec, settings))
     summary: dict[str, Any] = {"store": spec.describe(), "records": manifest.length,
                                "settings": settings.to_dict(), "repeats": repeats, "loaders": {}}
+    if settings.pipeline is not None:
+        summary["baseline"] = baseline_transform(settings.pipeline)[1]
     for name, results in runs.items():
         rate = statistics.median(run.steady_samples_per_second for run in results)
         summary["loaders"][name] = {
@@ -126,12 +136,51 @@ def _child(loader: str, spec: StoreSpec, settings: BenchSettings, sender: Any) -
         sender.close()
 
 
+PIPELINES = ("train", "val")
+
+
+def pipeline_steps(pipeline: str, ops: Any) -> list[Any]:
+    """The photo pipeline's operations, from torchvision's ``v2`` or from :mod:`datakit.vision`."""
+    if pipeline == "train":
+        return [ops.RandomResizedCrop(224), ops.RandomHorizontalFlip()]
+    return [ops.Resize(256), ops.CenterCrop(224)]
+
+
+def baseline_transform(pipeline: str) -> tuple[Any, str]:
+    """The transform torch's loader runs for ``pipeline``, and what it is, in words.
+
+    torchvision's ``v2`` on PIL images when it imports; else datakit.vision's
+    operations called one by one on uint8 tensors (torchvision's arithmetic,
+    unfused).
+    """
+    try:
+        from torchvision.transforms import v2
+    except Exception:  # absent, or a build that does not import beside this torch
+        from datakit import vision
+
+        return vision.Compose(pipeline_steps(pipeline, vision)).__call__, "datakit.vision unfused, on tensors"
+    return v2.Compose([*pipeline_steps(pipeline, v2), v2.PILToTensor()]), "torchvision transforms.v2 on PIL"
+
+
+def _dataset(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Any:
+    import datakit
+
+    if settings.pipeline is None:
+        return datakit.StoreDataset(spec, output=settings.output)  # type: ignore[arg-type]
+    if loader_name == "torch":
+        transform, _ = baseline_transform(settings.pipeline)
+        return datakit.StoreDataset(spec, output="pil", transform=transform)
+    from datakit import vision
+
+    return datakit.StoreDataset(spec, transform=vision.Compose(pipeline_steps(settings.pipeline, vision)))
+
+
 def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> LoaderRun:
     import torch
 
     import datakit
 
-    dataset = datakit.StoreDataset(spec, output=settings.output)  # type: ignore[arg-type]
+    dataset = _dataset(loader_name, spec, settings)
     loader_class: Any = torch.utils.data.DataLoader if loader_name == "torch" else datakit.DataLoader
     loader = loader_class(dataset, batch_size=settings.batch_size, shuffle=settings.shuffle,
                           num_workers=settings.workers, persistent_workers=settings.workers > 0,

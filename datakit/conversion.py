@@ -18,18 +18,21 @@ completes with every image exactly once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
+from datakit.downscale import DEFAULT_QUALITY
 from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
+from datakit.readers import ReaderPool
 from datakit.records import PayloadKind, seal_record
 from datakit.source import SourceEntry, SourceFolder, legacy_order_matches, scan_folder, scan_rules
 from datakit.stores import given_options, is_mongodb_uri, resolve_store
@@ -83,6 +86,8 @@ class ConversionReport:
         high_bit_depth: images written by this run with 16-bit or float
             pixels, which decoding scales to 8 bits.
         exif_transpose: whether images were stored upright.
+        downscaled: images written by this run stored resized under ``max_side``.
+        max_side: the ``max_side`` of the conversion, or 0.
     """
 
     source: str
@@ -100,6 +105,8 @@ class ConversionReport:
     exif_oriented: int = 0
     high_bit_depth: int = 0
     exif_transpose: bool = False
+    downscaled: int = 0
+    max_side: int = 0
 
     @property
     def images_per_second(self) -> float:
@@ -120,6 +127,8 @@ class _ReadOptions:
     verify: bool
     max_pixels: int
     exif_transpose: bool = False
+    max_side: int | None = None
+    quality: int = DEFAULT_QUALITY
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,7 @@ class _ReadOutcome:
     error: str = ""
     orientation: int = 1
     high_bit_depth: bool = False
+    downscaled: bool = False
 
 
 def convert(
@@ -150,6 +160,8 @@ def convert(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     extensions: Sequence[str] = (),
     exif_transpose: bool = False,
+    max_side: int | None = None,
+    quality: int = DEFAULT_QUALITY,
     progress: ProgressCallback | None = None,
     commit_every: int = _COMMIT_RECORDS,
 ) -> ConversionReport:
@@ -187,6 +199,10 @@ def convert(
             quality 95), as ``PIL.ImageOps.exif_transpose`` turns them. By
             default files are stored as they are, as ``ImageFolder`` loads
             them; either way the report counts them.
+        max_side: store images whose longer side exceeds this resized to it
+            (JPEGs re-encoded at ``quality``, other formats as PNG); smaller
+            images stay byte for byte (:mod:`datakit.downscale`).
+        quality: JPEG quality of the downscaled JPEGs, 1 to 100.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -214,6 +230,10 @@ def convert(
         raise ValueError(f"workers must be at least 1, not {workers}")
     if max_pixels < 1:
         raise ValueError(f"max_pixels must be at least 1, not {max_pixels}")
+    if max_side is not None and max_side < 1:
+        raise ValueError(f"max_side must be at least 1, not {max_side}")
+    if not 1 <= quality <= 100:
+        raise ValueError(f"quality must be between 1 and 100, not {quality}")
     started = time.perf_counter()
     root = os.path.abspath(os.path.expanduser(os.fspath(src)))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
@@ -221,9 +241,10 @@ def convert(
     folder = scan_folder(root, extensions)
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
     settings = ConversionSettings(folder.root, folder.classes, kind.label, scan_rules(folder.extensions),
-                                  exif_transpose)
+                                  exif_transpose, max_side or 0, quality if max_side else 0)
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
-                              empty_classes=folder.empty_classes(), exif_transpose=exif_transpose)
+                              empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
+                              max_side=max_side or 0)
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
                           for item in folder.unreadable)
 
@@ -236,7 +257,7 @@ def convert(
         done = set(state.sources)
         pending = [entry for entry in folder.entries if entry.path not in done]
         report.resumed_from = state.stats.length
-        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose)
+        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side, quality)
         decodes = verify or kind is PayloadKind.RAW
         outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
@@ -252,7 +273,8 @@ def convert(
                             skipped=len(report.skipped), source=folder.root,
                             skipped_files=listed[:KEPT_SKIPPED_FILES],
                             skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES),
-                            exif_transpose=exif_transpose)
+                            exif_transpose=exif_transpose, max_side=settings.max_side,
+                            quality=settings.quality)
         writer.finish(manifest, np.asarray(labels, dtype=np.int64))
     report.total = state.stats.length
     report.complete = True
@@ -342,6 +364,12 @@ def _exists_message(writer: StoreWriter) -> str:
     return f"{where} already exists and is not a datakit store; choose another destination"
 
 
+def _downscaling(settings: ConversionSettings) -> str:
+    if not settings.max_side:
+        return "no --max-side"
+    return f"--max-side {settings.max_side} --quality {settings.quality}"
+
+
 def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: str,
                      folder: SourceFolder) -> None:
     stored = state.settings
@@ -354,6 +382,11 @@ def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: s
         raise ConversionError(
             f"{where} was started {'with' if stored.exif_transpose else 'without'} --exif-transpose; "
             "resume with the same option, or start again with --overwrite"
+        )
+    if (stored.max_side, stored.quality) != (wanted.max_side, wanted.quality):
+        raise ConversionError(
+            f"{where} was started with {_downscaling(stored)}, this conversion asks for "
+            f"{_downscaling(wanted)}; resume with the same options, or start again with --overwrite"
         )
     if stored.classes != wanted.classes:
         raise ConversionError(
@@ -387,54 +420,28 @@ def _usable_cpus() -> int:
 
 def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
                  workers: int) -> Iterator[_ReadOutcome]:
-    """Read and encode ``entries`` in order, with up to ``workers`` processes.
-
-    The processes are datakit's own loader workers: each has private pipes the
-    main thread reads directly (no helper thread competing with the writes for
-    the GIL), a bounded number of chunks in flight, and failure reporting.
-    """
-    reader = _SourceReader(entries, options)
+    """Read and encode ``entries`` in order, with up to ``workers`` processes (:mod:`datakit.readers`)."""
+    read_chunk = functools.partial(_read_chunk, entries, options)
+    starts = range(0, len(entries), _CHUNK)
+    chunks = (list(range(start, min(len(entries), start + _CHUNK))) for start in starts)
     if workers == 1 or len(entries) <= _CHUNK:
-        for start in range(0, len(entries), _CHUNK):
-            yield from reader.__getitems__(list(range(start, min(len(entries), start + _CHUNK))))
+        for chunk in chunks:
+            yield from read_chunk(chunk)
         return
-    from datakit.loader.dataloader import DataLoader
-
     cpus = _usable_cpus()
     if workers > cpus:
         warnings.warn(f"{workers} reader processes for {cpus} usable CPU(s): the extra ones only compete "
                       "for them, so the conversion gets no faster (the default is one per CPU)",
                       DatakitWarning, stacklevel=3)
-    # `reader` is a map-style dataset by protocol; subclassing torch's Dataset
-    # would import torch whenever the CLI starts, decoding or not.
-    with warnings.catch_warnings():  # said above, in datakit's words; not again in torch's
-        warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
-        loader = DataLoader(cast(Any, reader), batch_size=_CHUNK, num_workers=workers,
-                            collate_fn=_as_list, prefetch_factor=8)
-    for outcomes in loader:
+    for outcomes in ReaderPool(read_chunk, workers).map(chunks):
         yield from outcomes
 
 
-def _as_list(outcomes: list[_ReadOutcome]) -> list[_ReadOutcome]:
-    return outcomes
-
-
-class _SourceReader:
-    """The source files as a map-style dataset of read outcomes, for the loader's workers."""
-
-    def __init__(self, entries: Sequence[SourceEntry], options: _ReadOptions) -> None:
-        self.entries = entries
-        self.options = options
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __getitem__(self, index: int) -> _ReadOutcome:
-        return self.__getitems__([index])[0]
-
-    def __getitems__(self, indices: list[int]) -> list[_ReadOutcome]:
-        with _pillow_pixel_limit(self.options.max_pixels):
-            return [_read_one(self.entries[index], self.options) for index in indices]
+def _read_chunk(entries: Sequence[SourceEntry], options: _ReadOptions,
+                indices: list[int]) -> list[_ReadOutcome]:
+    """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
+    with _pillow_pixel_limit(options.max_pixels):
+        return [_read_one(entries[index], options) for index in indices]
 
 
 @contextlib.contextmanager
@@ -460,14 +467,15 @@ def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
     path = os.path.join(options.root, *entry.path.split("/"))
     try:
         image = read_source_image(path, kind=options.kind, verify=options.verify,
-                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose)
+                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose,
+                                  max_side=options.max_side, quality=options.quality)
     except BadImage as exc:
         return _ReadOutcome(entry, error=str(exc))
     record = seal_record(image.framed, kind=image.kind, label=entry.label, width=image.width,
                          height=image.height, channels=image.channels)
     return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
                         len(image.payload), orientation=image.orientation,
-                        high_bit_depth=image.high_bit_depth)
+                        high_bit_depth=image.high_bit_depth, downscaled=image.downscaled)
 
 
 def _reporting(outcomes: Iterable[_ReadOutcome], progress: ProgressCallback,
@@ -489,10 +497,11 @@ def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
         index = stats.length
         oriented = outcome.orientation != 1
         stats.add(entry.label, outcome.payload_bytes, outcome.image_format, outcome.width, outcome.height,
-                  oriented=oriented, high_bit_depth=outcome.high_bit_depth)
+                  oriented=oriented, high_bit_depth=outcome.high_bit_depth, downscaled=outcome.downscaled)
         labels.append(entry.label)
         report.exif_oriented += oriented
         report.high_bit_depth += outcome.high_bit_depth
+        report.downscaled += outcome.downscaled
         report.written += 1
         report.bytes_written += outcome.payload_bytes
         yield PendingRecord(index, entry.path, entry.label, outcome.record)

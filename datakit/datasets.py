@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+import torch
 from torch.utils.data import Dataset
 
 from datakit.decode import (
@@ -37,6 +38,7 @@ from datakit.records import Record, decode_record
 from datakit.sample_paths import PathIndex, SamplePaths
 from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
+from datakit.vision.pipeline import FusedPipeline
 
 __all__ = ["Output", "OnError", "StoreDataset", "LMDBDataset", "MongoDataset"]
 
@@ -55,7 +57,12 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     Args:
         store: a :class:`StoreSpec`, or a location that
             :func:`datakit.stores.resolve_store` understands.
-        transform: applied to each sample after decoding.
+        transform: applied to each sample after decoding. A
+            :mod:`datakit.vision` pipeline is not applied after decoding but
+            fused into it (``output`` is then ignored): each sample comes out
+            as its uint8 ``(3, H, W)`` tensor (float32 after ``Normalize``),
+            and :class:`datakit.DataLoader` reads whole batches of them into
+            shared memory and normalises once per batch.
         target_transform: applied to each label.
         output: what a sample is before ``transform``: ``"pil"`` (an RGB PIL
             image), ``"numpy"`` (an ``(H, W, 3)`` uint8 array), ``"tensor"``
@@ -108,6 +115,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.transform = transform
         self.target_transform = target_transform
         self.output: Output = output
+        self._fused = FusedPipeline.from_transform(transform)
         with self.spec.open_reader() as reader:
             self.manifest: Manifest = reader.manifest
             self.targets: np.ndarray = reader.labels()
@@ -234,10 +242,13 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
         key, record = self._parse(position, data)
-        sample = self._decode(record, key)
         label: Any = record.header.label
-        if self.transform is not None:
-            sample = self.transform(sample)
+        if self._fused is not None:
+            sample = _decoding(key, self._fused.sample, record, position)
+        else:
+            sample = self._decode(record, key)
+            if self.transform is not None:
+                sample = self.transform(sample)
         if self.target_transform is not None:
             label = self.target_transform(label)
         return sample, label
@@ -256,11 +267,14 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """The ``(3, H, W)`` shape of every sample, when batches can be decoded in place.
 
         That is when samples are plain uint8 tensors (``output="tensor"``, no
-        transforms) and the manifest says every image has the same size.
-        :class:`datakit.DataLoader` then has its workers call
+        transforms) and the manifest says every image has the same size, or
+        when a fused :mod:`datakit.vision` pipeline makes every sample one
+        size. :class:`datakit.DataLoader` then has its workers call
         :meth:`read_batch_into` on preallocated shared memory instead of
         building, collating and pickling one tensor per sample.
         """
+        if self._fused is not None:
+            return self._fused.output_shape() if self.target_transform is None else None
         stats = self.manifest.stats
         if (self.output != "tensor" or self.transform is not None or self.target_transform is not None
                 or not stats.width_range or len(set(stats.width_range)) != 1
@@ -271,8 +285,8 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
         """Decode the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
 
-        The result equals ``default_collate(self.__getitems__(indices))``
-        written into the given arrays, without per-sample tensors.
+        The result, after :meth:`batch_finish`'s step, equals
+        ``default_collate(self.__getitems__(indices))``, without per-sample tensors.
 
         Args:
             indices: the batch's indices.
@@ -292,8 +306,20 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             # the slow path, which finds a replacement for a bad record
             labels[slot] = self._load(position, data, functools.partial(self._decode_into, out=images[slot]))
 
+    def batch_finish(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """What turns a batch read by :meth:`read_batch_into` into what ``__getitems__`` gives, if anything.
+
+        A fused pipeline's ``Normalize``: the uint8 batch becomes float32
+        there, once per batch, where :class:`datakit.DataLoader` calls it (on
+        the GPU when it has a device). None otherwise.
+        """
+        return self._fused.finish_batch if self._fused is not None and self._fused.finishes else None
+
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = self._parse(position, data)
+        if self._fused is not None:
+            _decoding(key, self._fused.decode_into, record, position, out)
+            return record.header.label
         try:
             record_planes_into(record, out)
         except ImageShapeError as exc:
@@ -328,8 +354,17 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         return state
 
     def __repr__(self) -> str:
+        produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
         return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
-                f"{len(self.classes)} classes, output={self.output!r})")
+                f"{len(self.classes)} classes, {produces})")
+
+
+def _decoding(key: str, decode: Callable[..., _T], *args: Any) -> _T:
+    """``decode(*args)``, a failure to decode becoming a :class:`CorruptRecordError` naming ``key``."""
+    try:
+        return decode(*args)
+    except Exception as exc:  # the checksum held, but the payload does not decode
+        raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
 
 
 class LMDBDataset(StoreDataset):

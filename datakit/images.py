@@ -28,6 +28,13 @@ import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
 from datakit.decode import HIGH_BIT_DEPTH_MODES, PixelScaleError, decode_colour_jpeg, rgb_pixels
+from datakit.downscale import (
+    DEFAULT_QUALITY,
+    downscale,
+    downscaled_pixels,
+    encode_downscaled,
+    needs_downscaling,
+)
 from datakit.exif import UNKNOWN, orientation_in_bytes, orientation_of
 from datakit.headers import sniff_header
 from datakit.records import HEADER_SIZE, PayloadKind
@@ -65,6 +72,7 @@ class SourceImage:
         orientation: the source's EXIF orientation, 1 (upright) to 8.
         high_bit_depth: the source has more than 8 bits per sample (16-bit or
             float); decoding scales it to 8 bits.
+        downscaled: the source was larger than ``max_side`` and is stored resized.
     """
 
     framed: bytearray
@@ -75,6 +83,7 @@ class SourceImage:
     image_format: str
     orientation: int = 1
     high_bit_depth: bool = False
+    downscaled: bool = False
 
     @property
     def payload(self) -> memoryview:
@@ -83,7 +92,8 @@ class SourceImage:
 
 
 def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
-                      max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False) -> SourceImage:
+                      max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
+                      max_side: int | None = None, quality: int = DEFAULT_QUALITY) -> SourceImage:
     """Read one source file and check it is an image.
 
     Args:
@@ -92,6 +102,9 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         verify: decode the whole image, not only its header. Always done for ``RAW``.
         max_pixels: refuse images with more pixels than this.
         exif_transpose: store an image with an EXIF orientation upright.
+        max_side: store an image whose longer side is longer than this
+            downscaled to it (:mod:`datakit.downscale`); None keeps every size.
+        quality: JPEG quality of a downscaled JPEG.
 
     Raises:
         BadImage: the file is unreadable, empty, not an image, truncated,
@@ -106,7 +119,7 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
     turn = exif_transpose and orientation not in (1, UNKNOWN)
     deep = _is_16_bit_png(data)
     header = sniff_header(data)
-    if header is not None and not turn:
+    if header is not None and not turn and not needs_downscaling(header[1], header[2], max_side):
         image_format, width, height, channels = header
         _check_pixels(width, height, max_pixels)
         if kind is PayloadKind.ENCODED and not verify:
@@ -127,6 +140,8 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
                 if orientation == UNKNOWN:
                     orientation = orientation_of(image)
                 deep = deep or _has_deep_samples(image)
+                if max_side is not None and needs_downscaling(width, height, max_side):
+                    return _downscaled(image, kind, orientation, deep, exif_transpose, max_side, quality)
                 if exif_transpose and orientation != 1:
                     return _upright(image, kind, verify, orientation, deep)
                 if kind is PayloadKind.RAW:
@@ -146,6 +161,21 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
     except Exception as exc:  # Pillow raises many types for hostile input
         raise BadImage(_describe(exc)) from None
     return SourceImage(framed, kind, width, height, channels, image_format, orientation, deep)
+
+
+def _downscaled(image: Image.Image, kind: PayloadKind, orientation: int, deep: bool,
+                exif_transpose: bool, max_side: int, quality: int) -> SourceImage:
+    """The image resized under ``max_side`` (and turned upright with ``exif_transpose``)."""
+    source_format = image.format or "unknown"
+    turn = orientation if exif_transpose and orientation != UNKNOWN else 1
+    smaller = downscale(image, max_side, turn)
+    width, height = smaller.size
+    if kind is PayloadKind.RAW:
+        return SourceImage(_framed_pixels(downscaled_pixels(smaller)), kind, width, height, 3, source_format,
+                           orientation, deep, downscaled=True)
+    encoded, saved_format = encode_downscaled(smaller, source_format, quality)
+    return SourceImage(bytearray(HEADER_SIZE) + encoded, kind, width, height, len(smaller.getbands()),
+                       saved_format, orientation, deep, downscaled=True)
 
 
 def _upright(image: Image.Image, kind: PayloadKind, verify: bool, orientation: int,

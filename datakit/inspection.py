@@ -59,7 +59,9 @@ def inspect(
         ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
         ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
         of images with an EXIF orientation, and with 16-bit or float pixels),
-        ``exif_transpose`` (those were stored upright), ``being_written`` (a conversion is writing the
+        ``exif_transpose`` (those were stored upright), ``downscaled`` with
+        ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
+        ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
         ``preview`` when asked for.
@@ -99,6 +101,8 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         source=manifest.source,
         datakit_version=manifest.datakit_version,
         exif_transpose=manifest.exif_transpose,
+        max_side=manifest.max_side,
+        quality=manifest.quality,
         being_written=False,
         writer=None,
     )
@@ -115,7 +119,8 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary.update(_stats_fields(state.settings.classes, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
-                   exif_transpose=state.settings.exif_transpose, being_written=running is not None,
+                   exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
+                   quality=state.settings.quality, being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 
@@ -132,6 +137,7 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
         "height_range": list(stats.height_range),
         "exif_oriented": stats.exif_oriented,
         "high_bit_depth": stats.high_bit_depth,
+        "downscaled": stats.downscaled,
     }
 
 

@@ -46,8 +46,9 @@ class Stats:
 
     ``exif_oriented`` counts images whose EXIF orientation is not 1 (stored
     upright only with ``exif_transpose``), ``high_bit_depth`` images with
-    16-bit or float pixels, scaled to 8 bits when decoded. Both are absent
-    from stores written before they existed, and read as 0 there.
+    16-bit or float pixels, scaled to 8 bits when decoded, ``downscaled``
+    images stored resized under ``--max-side``. They are absent from stores
+    written before they existed, and read as 0 there.
     """
 
     length: int = 0
@@ -58,12 +59,14 @@ class Stats:
     height_range: list[int] = field(default_factory=list)
     exif_oriented: int = 0
     high_bit_depth: int = 0
+    downscaled: int = 0
 
     def add(self, label: int, payload_bytes: int, image_format: str, width: int, height: int, *,
-            oriented: bool = False, high_bit_depth: bool = False) -> None:
+            oriented: bool = False, high_bit_depth: bool = False, downscaled: bool = False) -> None:
         """Account for one written record."""
         self.exif_oriented += oriented
         self.high_bit_depth += high_bit_depth
+        self.downscaled += downscaled
         self.length += 1
         self.class_counts[label] += 1
         self.total_bytes += payload_bytes
@@ -105,6 +108,9 @@ class Manifest:
         skipped_files_omitted: how many more there were than that.
         exif_transpose: images with an EXIF orientation were stored upright
             (``datakit convert --exif-transpose``); false in older stores.
+        max_side: images whose longer side exceeded this were stored resized
+            to it (``--max-side``); 0 when sizes were kept.
+        quality: the JPEG quality of those re-encoded (``--quality``); 0 with ``max_side`` 0.
     """
 
     classes: list[str]
@@ -119,6 +125,8 @@ class Manifest:
     skipped_files: list[list[str]] = field(default_factory=list)
     skipped_files_omitted: int = 0
     exif_transpose: bool = False
+    max_side: int = 0
+    quality: int = 0
 
     @property
     def length(self) -> int:
@@ -169,7 +177,8 @@ _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[in
                "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list}
 
 
-_ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose"})
+_ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
+                          "quality"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")

@@ -124,8 +124,10 @@ def allowed_lines(source: str) -> set[int]:
 
 
 def load_modules(package_dir: Path) -> dict[str, ModuleInfo]:
+    """Every module of the package: its ``.py`` files, and the ``.pyi`` stubs of its compiled extensions."""
     modules: dict[str, ModuleInfo] = {}
-    for path in sorted(package_dir.rglob("*.py")):
+    stubs = [path for path in package_dir.rglob("*.pyi") if not path.with_suffix(".py").exists()]
+    for path in sorted([*package_dir.rglob("*.py"), *stubs]):
         name, is_package = module_name(package_dir, path)
         source = path.read_text(encoding="utf-8")
         tree = ast.parse(source, filename=str(path))

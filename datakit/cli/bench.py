@@ -23,10 +23,15 @@ __all__ = ["bench_command"]
 @click.option("--repeats", "-r", type=click.IntRange(min=1), default=3, show_default=True,
               help="Alternating runs of each loader; medians are reported.")
 @click.option("--output", "output_kind", type=click.Choice(["tensor", "numpy", "bytes", "pil"]),
-              default="tensor", show_default=True, help="What the dataset yields per sample.")
+              default="tensor", show_default=True, help="What the dataset yields per sample (no pipeline).")
+@click.option("--pipeline", type=click.Choice(["train", "val"]), default=None,
+              help="A photo pipeline: train = RandomResizedCrop(224) + flip, val = Resize(256) + "
+                   "CenterCrop(224); torchvision's on torch's loader against datakit.vision's on datakit's. "
+                   "Default: train when the store's images differ in size, else none.")
 @output_options
 def bench_command(store: str, backend_options: dict[str, str], batch_size: int, workers: int,
-                  epochs: int, repeats: int, output_kind: str, as_json: bool, quiet: bool) -> None:
+                  epochs: int, repeats: int, output_kind: str, pipeline: str | None, as_json: bool,
+                  quiet: bool) -> None:
     """Read STORE with torch's DataLoader and datakit's, alternating, and compare.
 
     Each run is a fresh process; reported are samples/s and MB/s after the
@@ -34,22 +39,35 @@ def bench_command(store: str, backend_options: dict[str, str], batch_size: int, 
     and of the largest worker.
     """
     from datakit.benchmark import BenchSettings, run_benchmark
+    from datakit.stores import resolve_store
 
-    if output_kind == "pil":
-        raise click.UsageError("--output pil cannot be batched by the default collate; "
-                               "use tensor, numpy or bytes")
-    settings = BenchSettings(store, backend_options, batch_size=batch_size, workers=workers, epochs=epochs,
-                             output=output_kind)
     output = Output(json=as_json, quiet=quiet)
+    if pipeline is None and output_kind in ("tensor", "numpy"):
+        with resolve_store(store, backend_options).open_reader() as reader:
+            stats = reader.manifest.stats
+        if len(set(stats.width_range)) > 1 or len(set(stats.height_range)) > 1:
+            pipeline = "train"  # images of several sizes do not batch as they are
+            output.note("the store's images differ in size, so they cannot be batched as they are: "
+                        "benchmarking the train pipeline (--pipeline train; --pipeline val or "
+                        "--output bytes for others)")
+    if output_kind == "pil" and pipeline is None:
+        raise click.UsageError("--output pil cannot be batched by the default collate; "
+                               "use tensor, numpy or bytes, or a --pipeline")
+    settings = BenchSettings(store, backend_options, batch_size=batch_size, workers=workers, epochs=epochs,
+                             output=output_kind, pipeline=pipeline)
     output.note(f"benchmarking {store}: {repeats} alternating runs of {epochs} epoch(s) per loader...")
     Output(json=as_json, quiet=quiet).result(run_benchmark(settings, repeats), _render)
 
 
 def _render(summary: dict[str, Any]) -> str:
     settings = summary["settings"]
+    produces = f"output={settings['output']}"
+    if settings.get("pipeline"):
+        produces = (f"pipeline={settings['pipeline']} "
+                    f"(torch: {summary['baseline']}; datakit: datakit.vision fused)")
     lines = [
         f"store {summary['store']}: {summary['records']} records, batch {settings['batch_size']}, "
-        f"{settings['workers']} workers, output={settings['output']}, median of {summary['repeats']} runs",
+        f"{settings['workers']} workers, {produces}, median of {summary['repeats']} runs",
         f"{'loader':<10}{'samples/s':>12}{'MB/s':>10}{'1st batch s':>13}{'main MB':>10}{'worker MB':>11}",
     ]
     for name, result in summary["loaders"].items():

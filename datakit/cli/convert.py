@@ -51,12 +51,17 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--exif-transpose", is_flag=True,
               help="Store images with an EXIF orientation upright (encoded files are re-encoded in "
                    "their format, JPEG at quality 95).")
+@click.option("--max-side", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Store images whose longer side exceeds N resized to N (JPEGs re-encoded at --quality, "
+                   "other formats as PNG); smaller images stay byte for byte.")
+@click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True,
+              help="JPEG quality of the images --max-side re-encodes.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
-                    resume: bool, overwrite: bool, strict: bool, exif_transpose: bool, verbose: bool,
-                    as_json: bool, quiet: bool) -> None:
+                    resume: bool, overwrite: bool, strict: bool, exif_transpose: bool, max_side: int | None,
+                    quality: int, verbose: bool, as_json: bool, quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
@@ -78,7 +83,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
         report = convert(src, spec, workers=workers, verify=verify,
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
-                         extensions=extensions, exif_transpose=exif_transpose, progress=progress)
+                         extensions=extensions, exif_transpose=exif_transpose, max_side=max_side,
+                         quality=quality, progress=progress)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
@@ -115,6 +121,9 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["high_bit_depth"]:
         lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
                      "when decoded (the high byte; floats in [0, 1] times 255)")
+    if report["downscaled"]:
+        lines.append(f"{report['downscaled']} images larger than {report['max_side']} px were stored "
+                     f"downscaled to {report['max_side']} px on their longer side")
     if report["exif_oriented"] and report["exif_transpose"]:
         lines.append(f"{report['exif_oriented']} images had an EXIF orientation and were stored upright")
     elif report["exif_oriented"]:

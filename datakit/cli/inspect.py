@@ -77,6 +77,9 @@ def _render(summary: dict[str, Any]) -> str:
         notes.append(f"{summary['exif_oriented']} image(s) with an EXIF orientation, {how}")
     if summary.get("high_bit_depth"):
         notes.append(f"{summary['high_bit_depth']} 16-bit or float image(s) scaled to 8 bits")
+    if summary.get("max_side"):
+        notes.append(f"--max-side {summary['max_side']} --quality {summary['quality']}: "
+                     f"{summary['downscaled']} image(s) stored downscaled")
     if notes:
         lines.append(f"notes       {'; '.join(notes)}")
     lines.append(f"classes     {len(summary['classes'])}")

@@ -9,12 +9,13 @@ does; any other dataset with the same two methods gets the same fast path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import numpy as np
+import torch
 
-__all__ = ["SupportsBatchSlots", "supports_batch_slots"]
+__all__ = ["SupportsBatchSlots", "supports_batch_slots", "batch_finisher"]
 
 
 @runtime_checkable
@@ -40,7 +41,8 @@ class SupportsBatchSlots(Protocol):
         """Writes the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
 
         The result must equal ``default_collate([dataset[i] for i in indices])``
-        (``[images, labels]``) written into the arrays.
+        (``[images, labels]``) written into the arrays, after the dataset's
+        optional ``finish_batch(images)`` (see :func:`batch_finisher`).
 
         Args:
             indices: The batch's indices.
@@ -54,6 +56,25 @@ class SupportsBatchSlots(Protocol):
 _MEMBERS = tuple(
     name for name, value in vars(SupportsBatchSlots).items() if callable(value) and not name.startswith("_")
 )
+
+
+def batch_finisher(dataset: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """What the dataset's optional ``batch_finish()`` returns: a per-batch step, or None.
+
+    A dataset whose samples are floats made from uint8 pixels (a normalised
+    image) writes the uint8 pixels into the slot, a quarter of the bytes,
+    and returns from ``batch_finish()`` a function that turns such a uint8
+    image batch into the batch ``__getitems__`` + ``default_collate`` would
+    give, as a new tensor. The loader applies it to each batch that came
+    through a slot, once per batch, as late as it can: on the device after
+    the copy when the loader has one, else in the main process as the batch
+    leaves its slot.
+    """
+    batch_finish = getattr(dataset, "batch_finish", None)
+    if not callable(batch_finish):
+        return None
+    finish = batch_finish()
+    return finish if callable(finish) else None
 
 
 def supports_batch_slots(dataset: Any) -> TypeGuard[SupportsBatchSlots]:

@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from datakit.loader.batchpath import batch_finisher
 from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
+from datakit.loader.epoch_seed import epoch_seed_set
 from datakit.loader.failure import WorkerFailure, too_many_open_files
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
@@ -152,7 +154,8 @@ class SingleProcessIterator(_BaseIterator):
     def _fetch_next(self) -> Any:
         indices = next(self._sampler_iter)
         try:
-            data = self._fetcher.fetch(indices)
+            with epoch_seed_set(self._base_seed, self._progress.epoch):
+                data = self._fetcher.fetch(indices)
         except Exception:
             self._progress.deliver(failed=True)
             raise
@@ -203,7 +206,6 @@ class MultiProcessIterator(_BaseIterator):
         self._persistent = plan.persistent_workers
         self._timeout = float(plan.timeout)
         self._timeout_as_given = plan.timeout  # torch's message shows it as given: "1 seconds"
-        self._epoch = 0
         self._ended = False
         self._ledger = TaskLedger(plan.num_workers, plan.prefetch_factor, plan.in_order)
         self._slots = self._make_slots(plan)
@@ -220,6 +222,7 @@ class MultiProcessIterator(_BaseIterator):
             num_workers=plan.num_workers,
             worker_init_fn=plan.worker_init_fn,
             shared_seed=self._shared_seed,
+            epoch=self._progress.epoch,
         )
         self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
@@ -230,6 +233,7 @@ class MultiProcessIterator(_BaseIterator):
             in_flight=self._ledger.capacity,
             slots=self._slots,
             should_stop=self._resources.done.is_set,
+            finish=batch_finisher(self._dataset) if self._slots is not None else None,
         )
         self._results: queue.Queue[Any] | None = None
         if self._pipeline.pins:
@@ -262,7 +266,10 @@ class MultiProcessIterator(_BaseIterator):
         shape = batch_sample_shape(self._dataset, plan.batch_size, self._collate_fn, self._auto_collation)
         if shape is None or plan.batch_size is None:
             return None
-        return BatchSlots(self._ledger.capacity, plan.batch_size, shape)
+        # Without pinning, batches are lent to the consumer rather than copied out of their slot:
+        # two more slots let the one in use and the one before it stay lent while all tasks fly.
+        lendable = 2 if plan.device_backend is None and plan.pin_backend is None else 0
+        return BatchSlots(self._ledger.capacity, plan.batch_size, shape, lendable)
 
     @property
     def is_closed(self) -> bool:
@@ -281,11 +288,10 @@ class MultiProcessIterator(_BaseIterator):
     def restart(self, plan: LoaderPlan) -> None:
         """Starts the next pass with the same workers; on failure they are shut down."""
         super().restart(plan)
-        self._epoch += 1
         try:
             shared_seed = self._draw_shared_seed(plan)
             for worker_id in range(self._pool.num_workers):
-                self._pool.send(worker_id, Resume(self._epoch, shared_seed))
+                self._pool.send(worker_id, Resume(self._progress.epoch, shared_seed))
             self._ledger.reset(first_task_id=self._ledger.next_send)
             self._ended = False
             self._fill()

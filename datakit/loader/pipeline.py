@@ -5,13 +5,17 @@ Three named stages, built once per iterator from the loader's backends:
 1. **settle**: an answer that came through a shared-memory batch slot
    (:mod:`datakit.loader.slots`) becomes its batch, copied out, and the slot
    is freed; every answer passes here, so a slot is freed whatever the answer.
+   A dataset's per-batch *finish* step (:func:`~datakit.loader.batchpath.batch_finisher`,
+   e.g. normalising uint8 pixels into floats) runs here, reading the slot,
+   when batches stay on the CPU.
 2. **pin**: a batch goes into page-locked memory: a slot of the
    :class:`~datakit.loader.staging.PinnedRing` when batches go on to a device,
    else a pinned copy (``pin_memory``), else it stays as it is. With workers
    this runs on the pin thread (:func:`~datakit.loader.pinning.pin_loop`),
    where a batch in a shared slot is pinned straight out of it: one copy.
 3. **stage**: with a device, the :class:`~datakit.loader.staging.DeviceStager`
-   copies pinned batches to the device one batch ahead of the consumer.
+   copies pinned batches to the device one batch ahead of the consumer, and
+   the finish step runs there, on the device: uint8 crosses the bus.
 
 The pipeline holds no reference to its iterator, so the pin thread, which
 calls it, does not keep the iterator alive.
@@ -19,8 +23,11 @@ calls it, does not keep the iterator alive.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from datakit.loader.device import DeviceBackend
 from datakit.loader.failure import WorkerFailure
@@ -50,6 +57,8 @@ class BatchPipeline:
         slots: The shared-memory batch slots the workers answer through, if any.
         should_stop: True once the iterator shuts down; a pin waiting for a
             free ring slot gives up then.
+        finish: The dataset's per-batch step for batches that came through a
+            slot (applied to ``batch[0]``, the images), or None.
     """
 
     def __init__(
@@ -59,8 +68,10 @@ class BatchPipeline:
         in_flight: int = 0,
         slots: BatchSlots | None = None,
         should_stop: Callable[[], bool] = _never,
+        finish: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         self._slots = slots
+        self._finish = finish
         self._pin_backend = pin_backend
         self._should_stop = should_stop
         self._thread_backend = device_backend if device_backend is not None else pin_backend
@@ -84,7 +95,22 @@ class BatchPipeline:
         """Stage 1: a worker's answer to ``task_id``, a batch in a slot copied out of it (slot freed)."""
         if self._slots is None:
             return payload
-        return self._slots.settle(task_id, payload)
+        if self._finish is None:
+            return self._slots.settle(task_id, payload)
+        return self._slots.settle(task_id, payload, take=self._finish_out_of_slot)
+
+    def _finish_out_of_slot(self, views: list[torch.Tensor]) -> list[torch.Tensor]:
+        """``[finish(images), labels]`` read from a slot's views, owning their memory."""
+        assert self._finish is not None
+        images, labels = views
+        finished = self._finish(images)
+        if finished.data_ptr() == images.data_ptr():  # a finish that returned its input: copy it out
+            finished = finished.clone()
+        return [finished, labels.clone()]
+
+    def _finish_batch(self, batch: list[torch.Tensor]) -> list[torch.Tensor]:
+        assert self._finish is not None
+        return [self._finish(batch[0]), *batch[1:]]
 
     def pin(self, batch: Any) -> Any:
         """Stage 2: ``batch`` in page-locked memory (a :class:`Pinned` ring slot with a device)."""
@@ -102,7 +128,14 @@ class BatchPipeline:
         """
         if self._slots is not None:
             in_slot = isinstance(payload, BatchInSlot)
-            payload = self._slots.settle(task_id, payload, take=self.pin)
+            if not in_slot or self._finish is None:
+                payload = self._slots.settle(task_id, payload, take=self.pin)
+            elif self._ring is not None:  # uint8 to the device, finished there
+                pinned = self._slots.settle(task_id, payload, take=self.pin)
+                payload = dataclasses.replace(pinned, finish=self._finish_batch)
+            else:  # pinned memory without a device: the finished batch is what gets pinned
+                payload = self._slots.settle(
+                    task_id, payload, take=lambda views: self.pin(self._finish_out_of_slot(views)))
             if in_slot:
                 return payload
         if isinstance(payload, (WorkerFailure, Exhausted)):

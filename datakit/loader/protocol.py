@@ -45,7 +45,8 @@ class Resume:
     """Starts a new epoch in a persistent worker.
 
     Attributes:
-        epoch: The number of the epoch that starts (for diagnostics).
+        epoch: The loader's epoch that starts (it keys
+            :func:`~datakit.loader.epoch_seed.epoch_seed` in the worker).
         shared_seed: The pass's seed for an ``IterDataPipe``'s random pipes; None otherwise.
     """
 

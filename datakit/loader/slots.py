@@ -25,11 +25,13 @@ the transport never waits for itself.
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.utils.data
 
@@ -85,18 +87,23 @@ class BatchSlots:
         sample_shape: shape of one image.
     """
 
-    def __init__(self, count: int, batch_size: int, sample_shape: tuple[int, ...]) -> None:
+    def __init__(self, count: int, batch_size: int, sample_shape: tuple[int, ...], lendable: int = 0) -> None:
+        count += lendable
         self.buffers = SlotBuffers(
             images=torch.empty((count, batch_size, *sample_shape), dtype=torch.uint8).share_memory_(),  # type: ignore[no-untyped-call]
             labels=torch.empty((count, batch_size), dtype=torch.int64).share_memory_(),  # type: ignore[no-untyped-call]
         )
+        self.lends = lendable > 0
         self._lock = threading.Lock()
         self._free = list(range(count - 1, -1, -1))
         self._held: dict[int, int] = {}  # task id -> slot
+        self._returned: collections.deque[int] = collections.deque()  # lent slots given back
 
     def reserve(self, task_id: int) -> int | None:
-        """A free slot for ``task_id``, or None when every slot is held."""
+        """A free slot for ``task_id``, or None when every slot is held (or lent)."""
         with self._lock:
+            while self._returned:
+                self._free.append(self._returned.popleft())
             if not self._free:
                 return None
             slot = self._free.pop()
@@ -112,23 +119,58 @@ class BatchSlots:
             payload: The worker's answer.
             take: Makes the delivered batch from ``[images, labels]`` views of
                 the slot; it must copy them, since the slot is reused as soon
-                as it returns. By default a plain private copy; the pin thread
-                passes its pinning function, so a batch is copied once, from
-                the slot straight into page-locked memory.
+                as it returns. The pin thread passes its pinning function, so a
+                batch is copied once, from the slot straight into page-locked
+                memory. By default the images are *lent* when the slots were
+                made with room to lend (see :func:`lend`), else copied.
         """
         with self._lock:
             slot = self._held.pop(task_id, None)
         if slot is None:
             return payload
+        lent = False
         try:
             if isinstance(payload, BatchInSlot):
                 assert payload.slot == slot, f"task {task_id} answered in slot {payload.slot}, not {slot}"
                 views = [self.buffers.images[slot, :payload.count], self.buffers.labels[slot, :payload.count]]
-                payload = take(views) if take is not None else [_copy_out(view) for view in views]
+                if take is not None:
+                    payload = take(views)
+                elif self.lends:
+                    payload, lent = [lend(views[0], self._returned, slot), _copy_out(views[1])], True
+                else:
+                    payload = [_copy_out(view) for view in views]
         finally:
-            with self._lock:
-                self._free.append(slot)
+            if not lent:
+                with self._lock:
+                    self._free.append(slot)
         return payload
+
+
+class _SlotLease:
+    """Exports a slot's rows to numpy, and gives the slot back when the last view of them is gone."""
+
+    def __init__(self, rows: np.ndarray, returned: collections.deque[int], slot: int) -> None:
+        self.__array_interface__ = rows.__array_interface__
+        self._rows = rows  # keeps the shared memory mapped while lent
+        self._returned = returned
+        self._slot = slot
+
+    def __del__(self) -> None:
+        self._returned.append(self._slot)  # deque.append is atomic: no lock in a finaliser
+
+
+def lend(rows: torch.Tensor, returned: collections.deque[int], slot: int) -> torch.Tensor:
+    """A tensor over ``rows`` of ``slot`` itself, not a copy; ``slot`` goes to ``returned`` when it dies.
+
+    The tensor holds a numpy array whose base is a :class:`_SlotLease`; the
+    tensor's views and slices hold the same storage, so the slot comes back
+    only when the batch and everything cut from it are gone. The main
+    process then never copies a batch: it reads the workers' memory. A user
+    who keeps many batches holds many slots; tasks sent while none is free
+    travel the ordinary way, so nothing waits for a lent slot.
+    """
+    lease = _SlotLease(rows.numpy(), returned, slot)
+    return torch.from_numpy(np.asarray(lease))
 
 
 def _copy_out(rows: torch.Tensor) -> torch.Tensor:

@@ -56,10 +56,13 @@ class Pinned:
     Attributes:
         batch: The batch.
         slot: The slot holding its tensors.
+        finish: Applied to the batch once it is on the device (a dataset's
+            per-batch step, such as normalising a uint8 batch), or None.
     """
 
     batch: Any
     slot: Slot
+    finish: Callable[[Any], Any] | None = None
 
 
 class PinnedRing:
@@ -132,6 +135,7 @@ class PinnedRing:
 class _Staged:
     batch: Any
     copied: Event
+    finish: Callable[[Any], Any] | None
 
 
 class DeviceStager:
@@ -169,7 +173,7 @@ class DeviceStager:
             self._ring.release(pinned.slot)
             raise
         self._ring.release(pinned.slot, copied)
-        self._ahead = _Staged(on_device, copied)
+        self._ahead = _Staged(on_device, copied, pinned.finish)
 
     def next(self, next_pinned: Callable[[], Pinned]) -> Any:
         """Returns the next batch on the device, ready to use on the caller's current stream.
@@ -193,7 +197,7 @@ class DeviceStager:
             self._backend.record_stream(tensor, consumer)
         if not self._ended and self._pending_error is None:
             self._stage_next(next_pinned)
-        return current.batch
+        return current.batch if current.finish is None else current.finish(current.batch)
 
     def reset(self) -> None:
         """Forgets the batch in flight and the end state (a new epoch begins)."""

@@ -21,6 +21,7 @@ import torch
 import torch.utils.data
 
 from datakit.loader import channel, datapipes
+from datakit.loader.epoch_seed import set_epoch_seed
 from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
 from datakit.loader.lifeline import ParentLink
@@ -102,6 +103,9 @@ class WorkerConfig:
         poll_interval: Seconds between checks that the parent is alive.
         shared_seed: Seed of an ``IterDataPipe``'s random pipes for the first
             pass (the same in every worker); None for other datasets.
+        epoch: The loader's epoch at the workers' start; with
+            ``base_seed``, it sets :func:`~datakit.loader.epoch_seed.epoch_seed`
+            (a :class:`~datakit.loader.protocol.Resume` sets the next one).
     """
 
     dataset: Any
@@ -114,6 +118,7 @@ class WorkerConfig:
     worker_init_fn: Callable[[int], None] | None
     poll_interval: float = 1.0
     shared_seed: int | None = None
+    epoch: int = 0
 
     def new_fetcher(self, dataset: Any) -> Fetcher:
         """Builds a fetcher over ``dataset`` (this process's copy)."""
@@ -173,6 +178,7 @@ def worker_loop(
             return  # the parent died before the worker was ready
         torch.set_num_threads(1)
         seed = _seed_everything(config.base_seed, worker_id)
+        set_epoch_seed(config.base_seed, config.epoch)
         dataset = config.dataset
         if config.shared_seed is not None:
             datapipes.reseed(dataset, config.shared_seed)
@@ -219,6 +225,7 @@ def _serve(
         if message is STOP:
             return
         if isinstance(message, Resume):
+            set_epoch_seed(config.base_seed, message.epoch)
             exhausted = False
             try:
                 if message.shared_seed is not None:

@@ -75,6 +75,8 @@ class ConversionSettings:
         scan: the rules that ordered the source files (:func:`datakit.source.scan_rules`);
             empty for a conversion started before they were recorded.
         exif_transpose: whether images with an EXIF orientation are stored upright.
+        max_side: the ``--max-side`` images are downscaled under (0: none).
+        quality: the JPEG quality they are re-encoded at (0 without ``max_side``).
     """
 
     source: str
@@ -82,10 +84,13 @@ class ConversionSettings:
     payload_kind: str
     scan: str = ""
     exif_transpose: bool = False
+    max_side: int = 0
+    quality: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind,
-                "scan": self.scan, "exif_transpose": self.exif_transpose}
+                "scan": self.scan, "exif_transpose": self.exif_transpose, "max_side": self.max_side,
+                "quality": self.quality}
 
     @classmethod
     def from_dict(cls, data: Any) -> ConversionSettings | None:
@@ -95,11 +100,12 @@ class ConversionSettings:
         source, classes, kind = data.get("source"), data.get("classes"), data.get("payload_kind")
         scan = data.get("scan", "")
         exif_transpose = data.get("exif_transpose", False)  # absent from older stores
+        max_side, quality = data.get("max_side", 0), data.get("quality", 0)  # likewise
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
                 and all(isinstance(name, str) for name in classes) and isinstance(scan, str)
-                and isinstance(exif_transpose, bool)):
+                and isinstance(exif_transpose, bool) and type(max_side) is int and type(quality) is int):
             return None
-        return cls(source, classes, kind, scan, exif_transpose)
+        return cls(source, classes, kind, scan, exif_transpose, max_side, quality)
 
 
 @dataclass

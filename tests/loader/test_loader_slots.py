@@ -171,3 +171,33 @@ def test_slot_bookkeeping():
     failure = RuntimeError("boom")
     assert slots.settle(10, failure) is failure and slots.reserve(13) == first  # freed by a failure too
     assert slots.settle(99, "not a slot task") == "not a slot task"
+
+
+def test_a_lent_batch_holds_its_slot_until_every_view_of_it_is_gone():
+    slots = BatchSlots(1, batch_size=3, sample_shape=(1, 2, 2), lendable=1)
+    first = slots.reserve(1)
+    slots.buffers.images[first, :3] = 7
+    images, labels = slots.settle(1, BatchInSlot(first, 3))
+    assert bool((images == 7).all())
+    slots.buffers.images[first] = 8
+    assert bool((images == 8).all())  # lent: the slot's own memory, not a copy
+    second = slots.reserve(2)
+    assert second != first and slots.reserve(3) is None  # the lent slot is not free
+    row = images[1]  # a view cut from the batch keeps the slot too
+    del images
+    assert slots.reserve(3) is None
+    del row
+    assert slots.reserve(3) == first  # given back when the last view died
+
+
+@pytest.mark.integration
+def test_batches_held_by_the_consumer_are_never_overwritten(raw_store):
+    """Holding every batch exhausts the lendable slots; later tasks take the ordinary path."""
+    dataset = datakit.LMDBDataset(raw_store, output="tensor")
+    options = dict(batch_size=4, shuffle=True, num_workers=2, prefetch_factor=1)
+    loader = datakit.DataLoader(dataset, generator=torch.Generator().manual_seed(7), persistent_workers=True,
+                                **options)
+    held = list(loader)
+    dropped = [[tensor.clone() for tensor in batch] for batch in loader]  # each dropped at once: lent again
+    expected = batches(TorchDataLoader, dataset, epochs=2, persistent_workers=True, **options)
+    assert_same([held, dropped], expected)

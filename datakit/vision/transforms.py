@@ -1,0 +1,269 @@
+"""The operations of ``datakit.vision``, named and parametrised like torchvision's.
+
+Each operation is a plain description (sizes, scales, probabilities). Given
+to an ``LMDBDataset``/``MongoDataset`` as ``transform``, a :class:`Compose`
+of them is not called sample by sample: the dataset compiles it into one
+fused decode (:mod:`datakit.vision.fused`). Called directly, each works like
+its torchvision namesake on a ``(3, H, W)`` uint8 tensor (or a PIL image,
+taken as one), drawing its randomness from torch's global generator as
+torchvision does; that is what runs where no fused path applies.
+
+Differences from torchvision, on purpose: resizing is always bilinear with
+antialiasing (torchvision's default), and :class:`Normalize` takes uint8
+pixels and returns float32, i.e. it is ``ToDtype(float32, scale=True)``
+followed by torchvision's ``Normalize``, so that batches cross processes as
+uint8 and become floats once per batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from datakit.vision.geometry import Box, center_crop_box, random_resized_crop_box, resized_size
+from datakit.vision.randomness import SampleRandom
+
+__all__ = ["Transform", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
+           "Normalize", "Compose", "to_uint8_chw", "resize_chw", "crop_chw"]
+
+Size = int | tuple[int, int]
+
+
+class Transform:
+    """Base of the ``datakit.vision`` operations."""
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        raise NotImplementedError  # pragma: no cover - every operation overrides it
+
+
+def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
+    """``(height, width)`` from an int or a one- or two-element sequence, as torchvision reads sizes."""
+    if isinstance(size, int):
+        pair = (size, size)
+    elif isinstance(size, Sequence) and len(size) in (1, 2) and all(isinstance(v, int) for v in size):
+        pair = (size[0], size[0]) if len(size) == 1 else (size[0], size[1])
+    else:
+        raise TypeError(f"{name} must be an int or a sequence of one or two ints, not {size!r}")
+    if min(pair) <= 0:
+        raise ValueError(f"{name} must be positive, not {size!r}")
+    return pair
+
+
+def to_uint8_chw(image: Any) -> torch.Tensor:
+    """A ``(3, H, W)`` uint8 tensor from a PIL image, an ``(H, W, 3)`` array or a CHW tensor."""
+    if isinstance(image, Image.Image):
+        image = torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1)
+    elif isinstance(image, np.ndarray):
+        image = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
+    if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or image.ndim != 3:
+        raise TypeError(f"expected a PIL image or a uint8 (3, H, W) tensor, not {_describe(image)}")
+    return image
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return type(value).__name__
+
+
+def resize_chw(image: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """Bilinear antialiased resize of a uint8 ``(3, H, W)`` tensor, as torchvision's v2 does it.
+
+    torch's native uint8 kernel runs on channels-last pixels; a channel-first
+    tensor is handed to it in that layout (one repacking copy), as torchvision does.
+    """
+    if image.shape[-2:] == (height, width):
+        return image
+    batch = image.unsqueeze(0).contiguous(memory_format=torch.channels_last)
+    return F.interpolate(batch, size=(height, width), mode="bilinear", antialias=True, align_corners=False)[0]
+
+
+def crop_chw(image: torch.Tensor, box: Box) -> torch.Tensor:
+    """``image[:, top:top + height, left:left + width]``, zero-padded where the box leaves the image."""
+    _, image_height, image_width = image.shape
+    if box.top >= 0 and box.left >= 0 and box.top + box.height <= image_height \
+            and box.left + box.width <= image_width:
+        return image[:, box.top:box.top + box.height, box.left:box.left + box.width]
+    out = image.new_zeros((image.shape[0], box.height, box.width))
+    top, left = max(box.top, 0), max(box.left, 0)
+    bottom, right = min(box.top + box.height, image_height), min(box.left + box.width, image_width)
+    if bottom > top and right > left:
+        inside = image[:, top:bottom, left:right]
+        out[:, top - box.top:bottom - box.top, left - box.left:right - box.left] = inside
+    return out
+
+
+def _torch_random() -> SampleRandom:
+    """A sample's generator seeded from torch's global one, as torchvision draws from it."""
+    return SampleRandom(int(torch.randint(0, 2**62, (1,)).item()))
+
+
+class RandomResizedCrop(Transform):
+    """Crop a random part of the image and resize it to ``size``: torchvision's ``RandomResizedCrop``.
+
+    Args:
+        size: output ``(height, width)``, or an int for a square.
+        scale: range of the crop's area as a fraction of the image's.
+        ratio: range of the crop's aspect ratio (width / height), drawn log-uniformly.
+    """
+
+    def __init__(self, size: int | Sequence[int], scale: tuple[float, float] = (0.08, 1.0),
+                 ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0)) -> None:
+        self.size = _pair(size, "size")
+        if not (len(scale) == 2 and 0 < scale[0] <= scale[1]):
+            raise ValueError(f"scale must be (low, high) with 0 < low <= high, not {scale!r}")
+        if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
+            raise ValueError(f"ratio must be (low, high) with 0 < low <= high, not {ratio!r}")
+        self.scale = (float(scale[0]), float(scale[1]))
+        self.ratio = (float(ratio[0]), float(ratio[1]))
+
+    def box(self, width: int, height: int, random: SampleRandom) -> Box:
+        """The crop for a ``width`` x ``height`` image."""
+        return random_resized_crop_box(width, height, self.scale, self.ratio, random)
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        pixels = to_uint8_chw(image)
+        box = self.box(pixels.shape[2], pixels.shape[1], _torch_random())
+        return resize_chw(crop_chw(pixels, box), *self.size)
+
+    def __repr__(self) -> str:
+        ratio = tuple(round(value, 4) for value in self.ratio)
+        return f"RandomResizedCrop(size={self.size}, scale={self.scale}, ratio={ratio})"
+
+
+class Resize(Transform):
+    """Resize the image: torchvision's ``Resize`` (bilinear, antialiased).
+
+    Args:
+        size: an int sets the shorter side (the longer keeps the aspect
+            ratio); a pair is the output ``(height, width)``.
+    """
+
+    def __init__(self, size: int | Sequence[int]) -> None:
+        self.size: Size
+        if isinstance(size, Sequence) and len(size) == 1:
+            size = size[0]
+        self.size = size if isinstance(size, int) and size > 0 else _pair(size, "size")
+
+    def output_size(self, width: int, height: int) -> tuple[int, int]:
+        """The ``(width, height)`` this gives a ``width`` x ``height`` image."""
+        return resized_size(width, height, self.size)
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        pixels = to_uint8_chw(image)
+        width, height = self.output_size(pixels.shape[2], pixels.shape[1])
+        return resize_chw(pixels, height, width)
+
+    def __repr__(self) -> str:
+        return f"Resize(size={self.size})"
+
+
+class CenterCrop(Transform):
+    """Crop the centre of the image: torchvision's ``CenterCrop`` (zero-padded when larger).
+
+    Args:
+        size: output ``(height, width)``, or an int for a square.
+    """
+
+    def __init__(self, size: int | Sequence[int]) -> None:
+        self.size = _pair(size, "size")
+
+    def box(self, width: int, height: int) -> Box:
+        """The crop for a ``width`` x ``height`` image."""
+        return center_crop_box(width, height, self.size)
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        pixels = to_uint8_chw(image)
+        return crop_chw(pixels, self.box(pixels.shape[2], pixels.shape[1]))
+
+    def __repr__(self) -> str:
+        return f"CenterCrop(size={self.size})"
+
+
+class RandomHorizontalFlip(Transform):
+    """Mirror the image left to right with probability ``p``: torchvision's ``RandomHorizontalFlip``."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be between 0 and 1, not {p!r}")
+        self.p = float(p)
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        pixels = to_uint8_chw(image)
+        return pixels.flip(-1) if _torch_random().random() < self.p else pixels
+
+    def __repr__(self) -> str:
+        return f"RandomHorizontalFlip(p={self.p})"
+
+
+class Normalize(Transform):
+    """uint8 pixels to float32 ``(pixels / 255 - mean) / std``, per channel.
+
+    In a fused dataset this runs once per batch, not per sample: on the GPU
+    after the copy when :class:`datakit.DataLoader` has a ``device``, else
+    vectorised in the main process. Called on a tensor (one image or a
+    batch, channels at dimension -3) it normalises that tensor.
+
+    Args:
+        mean: per-channel means, in the 0-1 range of ``pixels / 255``.
+        std: per-channel standard deviations, same range.
+    """
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+        self.mean = tuple(float(value) for value in mean)
+        self.std = tuple(float(value) for value in std)
+        if len(self.mean) != len(self.std) or not self.mean:
+            raise ValueError(f"mean and std need one value per channel, got {mean!r} and {std!r}")
+        if any(value == 0 or not math.isfinite(value) for value in self.std):
+            raise ValueError(f"std must be finite and non-zero, not {std!r}")
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        pixels = image if isinstance(image, torch.Tensor) else to_uint8_chw(image)
+        if pixels.ndim < 3 or pixels.shape[-3] != len(self.mean):
+            raise ValueError(f"Normalize has {len(self.mean)} channels; it was given {_describe(pixels)}")
+        # uint8 x: (x / 255 - m) / s == x * (1 / (255 s)) - m / s, one multiply-add per pixel;
+        # a float tensor is taken as already in [0, 1], as torchvision's Normalize takes it
+        unit = 255.0 if pixels.dtype == torch.uint8 else 1.0
+        shape = (len(self.mean), 1, 1)
+        scale = torch.tensor([1.0 / (unit * s) for s in self.std], device=pixels.device).view(shape)
+        shift = torch.tensor([-m / s for m, s in zip(self.mean, self.std, strict=True)],
+                             device=pixels.device).view(shape)
+        return torch.addcmul(shift, pixels.to(torch.float32), scale)
+
+    def __repr__(self) -> str:
+        return f"Normalize(mean={list(self.mean)}, std={list(self.std)})"
+
+
+class Compose(Transform):
+    """Operations applied in order: torchvision's ``Compose``.
+
+    Args:
+        transforms: ``datakit.vision`` operations.
+    """
+
+    def __init__(self, transforms: Sequence[Transform]) -> None:
+        self.transforms: list[Transform] = []
+        for transform in transforms:
+            if isinstance(transform, Compose):
+                self.transforms.extend(transform.transforms)
+            elif isinstance(transform, Transform):
+                self.transforms.append(transform)
+            else:
+                raise TypeError(f"Compose takes datakit.vision operations, not {transform!r}; "
+                                "for torchvision's transforms use torchvision's Compose")
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        result = to_uint8_chw(image)
+        for transform in self.transforms:
+            result = transform(result)
+        return result
+
+    def __repr__(self) -> str:
+        inner = "".join(f"\n    {transform!r}," for transform in self.transforms)
+        return f"Compose([{inner}\n])"

@@ -1,0 +1,90 @@
+"""Region decoding gives exactly the pixels of a full decode, at every scale and JPEG layout."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, scaled_size
+from tests.vision.photos import jpeg_bytes, photo_pixels
+
+pytestmark = pytest.mark.skipif(not RegionDecoder().available, reason="built without the JPEG region decoder")
+
+LAYOUTS = list(itertools.product([(333, 251), (480, 360), (17, 9), (8, 8)],  # sizes off and on the MCU grid
+                                 [0, 1, 2],        # subsampling 4:4:4, 4:2:2, 4:2:0
+                                 [False, True],    # baseline, progressive
+                                 ["RGB", "L"]))
+
+
+def full_decode(decoder: RegionDecoder, data: bytes, width: int, height: int, num: int) -> np.ndarray:
+    scaled_width, scaled_height = scaled_size(width, height, num)
+    return decoder.decode(data, num, 0, 0, scaled_width, scaled_height).copy()
+
+
+@pytest.mark.parametrize(("size", "subsampling", "progressive", "mode"), LAYOUTS)
+def test_a_region_equals_that_part_of_the_full_decode(size, subsampling, progressive, mode):
+    width, height = size
+    data = jpeg_bytes(photo_pixels(width, height, seed=width), mode=mode, subsampling=subsampling,
+                      progressive=progressive)
+    decoder = RegionDecoder()
+    rng = np.random.default_rng(height)
+    for num in (8, 4, 2, 1):
+        whole = full_decode(decoder, data, width, height, num)
+        scaled_height, scaled_width = whole.shape[:2]
+        assert (scaled_width, scaled_height) == scaled_size(width, height, num)
+        for _ in range(12):
+            left, top = int(rng.integers(0, scaled_width)), int(rng.integers(0, scaled_height))
+            columns = int(rng.integers(1, scaled_width - left + 1))
+            rows = int(rng.integers(1, scaled_height - top + 1))
+            region = decoder.decode(data, num, left, top, columns, rows)
+            np.testing.assert_array_equal(region, whole[top:top + rows, left:left + columns])
+
+
+def test_the_full_decode_is_pillows():
+    from tests.vision.photos import pillow_chw
+
+    for subsampling, mode in itertools.product([0, 2], ["RGB", "L"]):
+        data = jpeg_bytes(photo_pixels(300, 200, seed=3), mode=mode, subsampling=subsampling)
+        pixels = full_decode(RegionDecoder(), data, 300, 200, 8)
+        np.testing.assert_array_equal(pixels, pillow_chw(data).permute(1, 2, 0).numpy())
+
+
+def test_corrupt_and_unsupported_files_raise():
+    decoder = RegionDecoder()
+    data = jpeg_bytes(photo_pixels(64, 64, seed=1))
+    with pytest.raises(ValueError, match="Premature end"):
+        decoder.decode(data[: len(data) // 2], 8, 0, 0, 64, 64)  # libjpeg only warns; we refuse
+    with pytest.raises(ValueError, match="Not a JPEG"):
+        decoder.decode(b"GIF89a not a jpeg", 8, 0, 0, 4, 4)
+    with pytest.raises(ValueError, match="outside the 64x64 image"):
+        decoder.decode(data, 8, 60, 0, 8, 8)
+    with pytest.raises(ValueError, match="outside the 8x8 image at scale 1/8"):
+        decoder.decode(data, 1, 0, 0, 9, 1)
+    cmyk = jpeg_bytes(photo_pixels(16, 16, seed=2), mode="CMYK")
+    with pytest.raises(UnsupportedColourSpace):
+        decoder.decode(cmyk, 8, 0, 0, 16, 16)
+
+
+def test_the_scratch_buffer_is_reused_and_grows():
+    decoder = RegionDecoder()
+    small = jpeg_bytes(photo_pixels(32, 32, seed=4))
+    big = jpeg_bytes(photo_pixels(128, 96, seed=5))
+    first = decoder.decode(small, 8, 0, 0, 32, 32)
+    second = decoder.decode(big, 8, 0, 0, 128, 96)
+    assert second.shape == (96, 128, 3)
+    third = decoder.decode(small, 8, 0, 0, 32, 32)
+    assert np.shares_memory(second, third)
+    assert first.shape == third.shape
+
+
+@pytest.mark.parametrize(("box", "output", "expected"), [
+    ((448, 448), (224, 224), 4),   # twice the output: half scale
+    ((447, 900), (224, 224), 8),   # one side short of twice: full scale
+    ((1792, 1800), (224, 224), 1),
+    ((900, 900), (224, 224), 2),
+    ((100, 100), (224, 224), 8),   # upscaling: full scale
+])
+def test_the_scale_is_the_smallest_that_keeps_the_box_at_least_the_output(box, output, expected):
+    assert choose_scale(*box, *output) == expected
