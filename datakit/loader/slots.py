@@ -26,6 +26,7 @@ the transport never waits for itself.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,8 +91,8 @@ class BatchSlots:
     def __init__(self, count: int, batch_size: int, sample_shape: tuple[int, ...], lendable: int = 0) -> None:
         count += lendable
         self.buffers = SlotBuffers(
-            images=torch.empty((count, batch_size, *sample_shape), dtype=torch.uint8).share_memory_(),  # type: ignore[no-untyped-call]
-            labels=torch.empty((count, batch_size), dtype=torch.int64).share_memory_(),  # type: ignore[no-untyped-call]
+            images=_shared_empty((count, batch_size, *sample_shape), torch.uint8),
+            labels=_shared_empty((count, batch_size), torch.int64),
         )
         self.lends = lendable > 0
         self._lock = threading.Lock()
@@ -171,6 +172,22 @@ def lend(rows: torch.Tensor, returned: collections.deque[int], slot: int) -> tor
     """
     lease = _SlotLease(rows.numpy(), returned, slot)
     return torch.from_numpy(np.asarray(lease))
+
+
+def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor in shared memory whose pages nobody has touched yet.
+
+    ``torch.empty(...).share_memory_()`` copies the empty tensor into the new
+    shared memory, page by page, so the main process would hold every slot's
+    pages (300 MB for six 256-image batches of 256x256) before a worker wrote
+    any; shared memory made directly is only paged in by whoever writes or
+    reads it.
+    """
+    # import-graph: allow-private: torch's own way to allocate shared storage (its collate uses it)
+    storage: torch.UntypedStorage = torch.UntypedStorage._new_shared(  # type: ignore[no-untyped-call]
+        math.prod(shape) * dtype.itemsize)
+    flat = torch.empty(0, dtype=dtype).set_(storage)
+    return flat.view(shape)
 
 
 def _copy_out(rows: torch.Tensor) -> torch.Tensor:

@@ -201,3 +201,17 @@ def test_batches_held_by_the_consumer_are_never_overwritten(raw_store):
     dropped = [[tensor.clone() for tensor in batch] for batch in loader]  # each dropped at once: lent again
     expected = batches(TorchDataLoader, dataset, epochs=2, persistent_workers=True, **options)
     assert_same([held, dropped], expected)
+
+
+def test_slots_are_not_paged_into_the_main_process():
+    """Shared memory made directly, not by copying an empty tensor in (which touches every page)."""
+    def resident_mb() -> float:
+        with open("/proc/self/status") as status:
+            return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
+
+    before = resident_mb()
+    slots = BatchSlots(4, batch_size=64, sample_shape=(3, 256, 256))  # 4 x 12.6 MB
+    assert slots.buffers.images.is_shared() and slots.buffers.labels.is_shared()
+    assert resident_mb() - before < 10
+    slots.buffers.images[1, 3] = 9  # usable as ever
+    assert int(slots.buffers.images[1, 3, 0, 0, 0]) == 9
