@@ -25,6 +25,7 @@ from datakit.vision import (
     Resize,
     compile_transform,
 )
+from datakit.vision.jpeg import RegionDecoder
 from datakit.vision.randomness import SampleRandom
 from datakit.vision.transforms import crop_chw, resize_chw
 from tests.vision.photos import encoded_record, jpeg_bytes, photo_pixels, pillow_chw, raw_record
@@ -81,7 +82,8 @@ def test_random_crops_match_the_reference_on_the_same_boxes(photos):
             else:
                 worst_scaled = max(worst_scaled, difference)
             assert difference <= SCALED_BOUND, (width, height, box, num, difference)
-    assert worst_scaled > 0.0  # the large photos did take the DCT-scaled path
+    if RegionDecoder().available:
+        assert worst_scaled > 0.0  # the large photos did take the DCT-scaled path
 
 
 def test_a_flip_mirrors_the_crop_and_is_drawn_with_probability_p(photos):

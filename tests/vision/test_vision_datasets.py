@@ -18,7 +18,7 @@ from PIL import Image
 
 import datakit
 from datakit import vision as T
-from datakit.vision.jpeg import choose_scale
+from datakit.vision.jpeg import RegionDecoder, choose_scale
 from tests.vision.photos import photo_pixels
 
 CLASSES = ("bridge", "cat", "dog")
@@ -162,7 +162,7 @@ def test_validation_pipeline_on_the_store_equals_the_unfused_pipeline(photo_stor
         else:
             scaled += 1
             assert difference <= 2.0, index
-    assert scaled > 0
+    assert scaled > 0 or not RegionDecoder().available
 
 
 @pytest.mark.integration
