@@ -12,7 +12,7 @@ from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_sc
 from tests.vision.photos import jpeg_bytes, photo_pixels
 
 pytestmark = pytest.mark.skipif(not RegionDecoder().available and not os.environ.get("DATAKIT_REQUIRE_JPEG"),
-                                reason="built without the JPEG region decoder (libjpeg's headers were missing)")
+                                reason="built without the JPEG region decoder (no libjpeg headers)")
 
 
 def test_the_region_decoder_is_built_where_it_is_required():
