@@ -152,3 +152,24 @@ def test_bench_compares_both_loaders(lmdb_store):
         assert loader["runs"][0]["samples"] == GOOD and loader["samples_per_second"] > 0
     assert summary["ratio"] > 0
     assert run("bench", lmdb_store, "--output", "pil").exit_code == 2
+
+
+@pytest.mark.integration
+def test_bench_on_photos_of_mixed_sizes_runs_the_train_pipeline_without_options(tmp_path):
+    """A store of photos of several sizes cannot be batched as it is; bench says so and compares the
+    train pipeline (torchvision's when it imports, else datakit.vision's operations unfused)."""
+    from datakit.synthetic import make_photo_folder
+
+    make_photo_folder(tmp_path / "photos", images=12, classes=2, sides=(60, 90))
+    datakit.convert(tmp_path / "photos", tmp_path / "photos.lmdb", workers=1)
+    result = run("bench", tmp_path / "photos.lmdb", "--repeats", "1", "--epochs", "1", "--workers", "0",
+                 "--batch-size", "4")
+    assert result.exit_code == 0, result.output
+    assert "differ in size" in result.output and "pipeline=train" in result.output
+    val = run("bench", tmp_path / "photos.lmdb", "--pipeline", "val", "--repeats", "1", "--epochs", "1",
+              "--workers", "0", "--batch-size", "4", "--json")
+    assert val.exit_code == 0, val.output
+    summary = json.loads(val.output[val.output.index("{"):])
+    assert summary["settings"]["pipeline"] == "val" and summary["baseline"]
+    for loader in summary["loaders"].values():
+        assert loader["runs"][0]["samples"] == 12
