@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import gc
 import os
 import random
 import select
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,6 +20,21 @@ import torch
 import datakit
 
 DEADLINE_SECONDS = 15.0
+
+
+def free_port() -> int:
+    """A loopback TCP port free now, for a test's own process group."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def init_gloo_group(rank: int, world_size: int, port: int) -> None:
+    """Join this process to a gloo process group of ``world_size`` ranks on loopback ``port``."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world_size, timeout=datetime.timedelta(seconds=60))
 
 
 def child_pids() -> set[int]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import socket
 import warnings
 
 import pytest
@@ -15,6 +14,7 @@ import torch.utils.data as tud
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 import datakit
+from tests.loader._loader_helpers import free_port, init_gloo_group
 
 pytestmark = pytest.mark.integration
 
@@ -101,20 +101,8 @@ def test_shuffle_is_still_refused_for_other_iterable_datasets():
 # -- ranks of a real process group: one shuffle, sharded across ranks and workers --------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _rank_main(rank: int, world_size: int, port: int, out_dir: str) -> None:
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=60),
-    )
+    init_gloo_group(rank, world_size, port)
     try:
         torch.manual_seed(rank)  # different global RNGs: only the broadcast seed can make ranks agree
         loader = datakit.DataLoader(shuffled_pipe(60, 7), batch_size=None, shuffle=True, num_workers=2)

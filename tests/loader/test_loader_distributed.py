@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import socket
 from collections import Counter
 
 import pytest
@@ -17,6 +16,7 @@ import datakit
 from datakit import samplers
 from datakit.samplers import DistributedSampler, DistributedWeightedSampler
 from tests.loader._loader_datasets import RangeDataset
+from tests.loader._loader_helpers import free_port, init_gloo_group
 
 
 def rank_loaders(length, world_size, batch_size, num_workers=0, drop_last=False, **sampler_kwargs):
@@ -288,21 +288,9 @@ LENGTH = 29
 BATCH = 3
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _rank_main(rank, world_size, port, out_dir, phase):
     """One rank: epoch 0 whole and 2 steps of epoch 1 (phase "save"), or the rest of epoch 1 ("load")."""
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=60),
-    )
+    init_gloo_group(rank, world_size, port)
     try:
         sampler = DistributedSampler(range(LENGTH), seed=7)  # rank and world size from the group
         assert (sampler.rank, sampler.num_replicas) == (rank, world_size)
