@@ -11,8 +11,10 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${DATAKIT_VENV:-$here/.venv}"
 python="${PYTHON:-python3}"
 
+created=0
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
+    created=1
 fi
 pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
@@ -23,3 +25,6 @@ if [ -n "$extras" ]; then
     target="$here[$extras]"
 fi
 "${pip[@]}" install -e "$target"
+if [ "$created" = 1 ]; then
+    echo "datakit is installed in $venv: \`source $venv/bin/activate\` puts the datakit command on your PATH" >&2
+fi
