@@ -19,7 +19,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from datakit.decode import (
 )
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted, InvalidLocationError
 from datakit.manifest import Manifest, record_key
-from datakit.records import Record, decode_record
+from datakit.records import PayloadKind, Record, decode_raw_batch, decode_record
 from datakit.sample_paths import PathIndex, SamplePaths
 from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
@@ -185,7 +185,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """Read a whole batch in one round trip to the store."""
-        positions = [self._check_index(index) for index in indices]
+        positions = self._check_indices(indices)
         raw = self._read_batch(positions)
         return [self._load(position, data, self._sample)
                 for position, data in zip(positions, raw, strict=True)]
@@ -198,6 +198,13 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             if self.on_error == "raise":
                 raise
             return [None] * len(positions)  # read them one by one, replacing the missing ones
+
+    def _check_indices(self, indices: Sequence[int]) -> list[int]:
+        """Every index as a position in ``[0, len)``: one bounds check for a batch of plain ones."""
+        positions = [int(index) for index in indices]
+        if positions and (min(positions) < 0 or max(positions) >= len(self)):
+            return [self._check_index(index) for index in indices]  # negative ones, or the error
+        return positions
 
     def _check_index(self, index: int) -> int:
         length = len(self)
@@ -293,8 +300,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             images: a uint8 array of shape ``(len(indices), *batch_sample_shape())``.
             labels: an int64 array of shape ``(len(indices),)``.
         """
-        positions = [self._check_index(index) for index in indices]
+        positions = self._check_indices(indices)
         raw = self._read_batch(positions)
+        if self._fused is None and self._read_raw_batch_into(positions, raw, images, labels):
+            return
         for slot, (position, data) in enumerate(zip(positions, raw, strict=True)):
             if data is not None:
                 try:
@@ -305,6 +314,19 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
                         raise
             # the slow path, which finds a replacement for a bad record
             labels[slot] = self._load(position, data, functools.partial(self._decode_into, out=images[slot]))
+
+    def _read_raw_batch_into(self, positions: list[int], raw: Sequence[bytes | None], images: np.ndarray,
+                             labels: np.ndarray) -> bool:
+        """The whole batch at once when it is raw pixels of the slot's shape and all checks pass."""
+        if self.manifest.payload_kind != PayloadKind.RAW.label or any(data is None for data in raw):
+            return False
+        shape = (images.shape[2], images.shape[3], images.shape[1])
+        batch = decode_raw_batch(cast(Sequence[bytes], raw), shape)
+        if batch is None or not np.array_equal(batch.labels, self.targets[positions]):
+            return False  # record by record: that path names the record at fault
+        np.copyto(images, batch.pixels.transpose(0, 3, 1, 2))
+        labels[:] = batch.labels
+        return True
 
     def batch_finish(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """What turns a batch read by :meth:`read_batch_into` into what ``__getitems__`` gives, if anything.

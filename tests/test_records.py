@@ -1,6 +1,7 @@
 import contextlib
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +11,7 @@ from datakit.records import (
     FORMAT_VERSION,
     HEADER_SIZE,
     PayloadKind,
+    decode_raw_batch,
     decode_record,
     encode_record,
     seal_record,
@@ -93,3 +95,50 @@ def test_pickled_objects_are_not_records_and_run_nothing(tmp_path):
 def test_arbitrary_bytes_raise_only_datakit_errors(data):
     with contextlib.suppress(DatakitError):
         decode_record(data, "fuzz")
+
+
+def _raw(label: int, pixels: np.ndarray) -> bytes:
+    height, width, channels = pixels.shape
+    return encode_record(pixels.tobytes(), kind=PayloadKind.RAW, label=label, width=width, height=height,
+                         channels=channels)
+
+
+def test_a_raw_batch_is_checked_at_once_and_equals_record_by_record():
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (4, 5, 3), dtype=np.uint8) for _ in range(6)]
+    records = [_raw(label, image) for label, image in enumerate(images)]
+    batch = decode_raw_batch(records, (4, 5, 3))
+    assert batch is not None
+    assert batch.labels.dtype == np.int64 and batch.labels.tolist() == list(range(6))
+    for record, pixels in zip(records, batch.pixels, strict=True):
+        decoded = decode_record(record, "k")
+        assert np.array_equal(np.frombuffer(decoded.payload, np.uint8).reshape(4, 5, 3), pixels)
+
+
+@pytest.mark.parametrize("damage", ["magic", "version", "kind", "shape", "length", "payload", "crc", "short"])
+def test_a_raw_batch_with_any_bad_record_is_left_to_the_record_by_record_path(damage):
+    """decode_raw_batch makes every check decode_record makes; it answers None, and the caller's
+    record-by-record path names the record."""
+    rng = np.random.default_rng(1)
+    records = [bytearray(_raw(1, rng.integers(0, 256, (4, 5, 3), dtype=np.uint8))) for _ in range(3)]
+    bad = records[1]
+    if damage == "magic":
+        bad[0:4] = b"XXXX"
+    elif damage == "version":
+        bad[4] = 99
+    elif damage == "kind":
+        bad[6] = PayloadKind.ENCODED
+    elif damage == "shape":
+        records[1] = bytearray(_raw(1, rng.integers(0, 256, (5, 4, 3), dtype=np.uint8)))
+    elif damage == "length":
+        bad[20] ^= 1
+    elif damage == "payload":
+        bad[-1] ^= 0xFF
+    elif damage == "crc":
+        bad[28] ^= 1
+    else:
+        del bad[-1]
+    assert decode_raw_batch([bytes(record) for record in records], (4, 5, 3)) is None
+    if damage != "shape":  # a good record of another shape: the dataset names it as not fitting its slot
+        with pytest.raises((CorruptRecordError, IncompatibleStoreError)):
+            decode_record(bytes(records[1]), "k")
