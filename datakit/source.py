@@ -189,8 +189,12 @@ def _walk_files(root: str, class_name: str, unreadable: list[UnreadableFolder]) 
         subdirs[:] = kept
         found.append((directory, sorted(files)))
     found.sort()
-    return iter([_relative(os.path.join(directory, name), root)
-                 for directory, files in found for name in files])
+    listed = []
+    for directory, files in found:  # one relpath per folder, not per file: it is the scan's main cost
+        prefix = _relative(directory, root)
+        prefix = "" if prefix == "." else prefix + "/"
+        listed.extend(prefix + name for name in files)
+    return iter(listed)
 
 
 def _relative(path: str, root: str) -> str:
