@@ -525,8 +525,16 @@ def test_any_record_raises_only_errors_naming_the_key(hostile, data):
             read_everything(hostile.dataset(output=output))
         read_everything(hostile.dataset(output="tensor", on_error="skip", max_errors=1))
         summary = hostile.inspect(verify=True)  # findings, never an exception
-        assert [bad["key"] for bad in summary["verify"]["bad"]] in ([], [record_key(index)])
+        bad_keys = [bad["key"] for bad in summary["verify"]["bad"]]
+        assert bad_keys in ([], [record_key(index)])
         assert summary["verify"]["checked"] == GOOD
+        if bad_keys:  # what verify finds, a read must refuse too: no read may skip a check
+            dataset = hostile.dataset(output="pil")
+            try:
+                with pytest.raises(DatakitError, match=record_key(index)):
+                    dataset[index]
+            finally:
+                dataset.close()  # the store is restored under it next
     finally:
         hostile.restore()
 
