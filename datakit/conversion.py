@@ -31,6 +31,7 @@ import numpy as np
 from datakit.downscale import DEFAULT_QUALITY
 from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
+from datakit.labelfile import LabelledFolder, label_scan_rules, labelled_folder, read_label_file
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
 from datakit.readers import ReaderPool
 from datakit.records import PayloadKind, seal_record
@@ -54,6 +55,7 @@ _CHUNK = 16  # source files per task sent to a reader process
 _COMMIT_RECORDS = 8192
 _COMMIT_BYTES = 8 << 20
 _COMMIT_SECONDS = 2.0
+_LABELS_RULES = "labels "  # how label_scan_rules() names a label file's order
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ class ConversionReport:
         exif_transpose: whether images were stored upright.
         downscaled: images written by this run stored resized under ``max_side``.
         max_side: the ``max_side`` of the conversion, or 0.
+        label_file: the label file the labels came from, or ``""``.
+        unlisted: images under the source folder that the label file does not
+            name (not converted).
     """
 
     source: str
@@ -107,6 +112,8 @@ class ConversionReport:
     exif_transpose: bool = False
     downscaled: int = 0
     max_side: int = 0
+    label_file: str = ""
+    unlisted: list[str] = field(default_factory=list)
 
     @property
     def images_per_second(self) -> float:
@@ -162,6 +169,7 @@ def convert(
     exif_transpose: bool = False,
     max_side: int | None = None,
     quality: int = DEFAULT_QUALITY,
+    labels: str | os.PathLike[str] | None = None,
     progress: ProgressCallback | None = None,
     commit_every: int = _COMMIT_RECORDS,
 ) -> ConversionReport:
@@ -203,6 +211,12 @@ def convert(
             (JPEGs re-encoded at ``quality``, other formats as PNG); smaller
             images stay byte for byte (:mod:`datakit.downscale`).
         quality: JPEG quality of the downscaled JPEGs, 1 to 100.
+        labels: a label file (CSV with the header ``path,label``, or JSON
+            Lines of ``{"path": ..., "label": ...}``) naming the images to
+            convert, relative to ``src``, and their classes; the classes are
+            its labels, sorted, and the records come in its order. Images
+            under ``src`` it does not name are not converted, and counted
+            (:mod:`datakit.labelfile`).
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -213,6 +227,8 @@ def convert(
 
     Raises:
         SourceError: ``src`` is missing or holds no image.
+        LabelFileError: the label file is unreadable or malformed (the message
+            names its line).
         InvalidLocationError: ``dest`` is inside ``src``, or a URI of a scheme
             datakit does not support.
         DestinationExistsError: ``dest`` exists and neither ``resume`` nor
@@ -238,13 +254,22 @@ def convert(
     root = os.path.abspath(os.path.expanduser(os.fspath(src)))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
     check_outside_source(root, spec)
-    folder = scan_folder(root, extensions)
+    folder: SourceFolder
+    if labels is not None:
+        label_file = read_label_file(labels)
+        folder = labelled_folder(root, label_file, tuple(extensions))
+        rules = label_scan_rules(label_file)
+    else:
+        folder = scan_folder(root, extensions)
+        rules = scan_rules(folder.extensions)
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
-    settings = ConversionSettings(folder.root, folder.classes, kind.label, scan_rules(folder.extensions),
+    settings = ConversionSettings(folder.root, folder.classes, kind.label, rules,
                                   exif_transpose, max_side or 0, quality if max_side else 0)
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
                               empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
                               max_side=max_side or 0)
+    if isinstance(folder, LabelledFolder):
+        report.label_file, report.unlisted = folder.label_file, folder.unlisted
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
                           for item in folder.unreadable)
 
@@ -262,8 +287,8 @@ def convert(
         outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
             outcomes = _reporting(outcomes, progress, len(pending))
-        labels = list(state.labels)
-        records = _number(outcomes, state.stats, labels, report)
+        stored_labels = list(state.labels)
+        records = _number(outcomes, state.stats, stored_labels, report)
         # `records` updates `state.stats` as it yields, so at each commit the
         # totals describe exactly the records committed so far.
         for batch in _batches(records, commit_every):
@@ -274,8 +299,9 @@ def convert(
                             skipped_files=listed[:KEPT_SKIPPED_FILES],
                             skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES),
                             exif_transpose=exif_transpose, max_side=settings.max_side,
-                            quality=settings.quality)
-        writer.finish(manifest, np.asarray(labels, dtype=np.int64))
+                            quality=settings.quality, label_file=report.label_file,
+                            unlisted=len(report.unlisted))
+        writer.finish(manifest, np.asarray(stored_labels, dtype=np.int64))
     report.total = state.stats.length
     report.complete = True
     report.seconds = time.perf_counter() - started
@@ -332,6 +358,7 @@ def _skipped_files(report: ConversionReport) -> list[list[str]]:
     listed = [[item.path, item.reason] for item in report.skipped]
     listed.extend([path, "ignored: not an image by extension" if "/" in path
                    else "ignored: outside any class folder"] for path in report.ignored)
+    listed.extend([path, "ignored: not named in the label file"] for path in report.unlisted)
     return listed
 
 
@@ -388,6 +415,16 @@ def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: s
             f"{where} was started with {_downscaling(stored)}, this conversion asks for "
             f"{_downscaling(wanted)}; resume with the same options, or start again with --overwrite"
         )
+    labelled = (stored.scan.startswith(_LABELS_RULES), wanted.scan.startswith(_LABELS_RULES))
+    if any(labelled) and stored.scan != wanted.scan:
+        if not labelled[0]:
+            advice = "was started without --labels; resume without it"
+        elif not labelled[1]:
+            advice = "was started with --labels FILE; resume with the same file, unchanged"
+        else:
+            advice = ("was started with another label file, or this one changed since; resume with the "
+                      "same --labels file, unchanged")
+        raise ConversionError(f"{where} {advice}, or start again with --overwrite")
     if stored.classes != wanted.classes:
         raise ConversionError(
             f"{where} was started from a folder with classes {stored.classes}, but "

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "DatakitError",
     "SourceError",
+    "LabelFileError",
     "DestinationExistsError",
     "ConversionError",
     "StoreError",
@@ -32,6 +33,10 @@ class DatakitError(Exception):
 
 class SourceError(DatakitError):
     """The image folder to convert is missing, unreadable or holds no images."""
+
+
+class LabelFileError(SourceError):
+    """A label file (``datakit convert --labels``) is malformed; the message names its line."""
 
 
 class DestinationExistsError(DatakitError):

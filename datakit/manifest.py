@@ -111,6 +111,10 @@ class Manifest:
         max_side: images whose longer side exceeded this were stored resized
             to it (``--max-side``); 0 when sizes were kept.
         quality: the JPEG quality of those re-encoded (``--quality``); 0 with ``max_side`` 0.
+        label_file: the label file the labels came from (``datakit convert --labels``);
+            empty when they are the class folders' names, and in older stores.
+        unlisted: images under ``source`` that the label file did not name, so
+            were not converted; 0 without a label file.
     """
 
     classes: list[str]
@@ -127,6 +131,8 @@ class Manifest:
     exif_transpose: bool = False
     max_side: int = 0
     quality: int = 0
+    label_file: str = ""
+    unlisted: int = 0
 
     @property
     def length(self) -> int:
@@ -167,6 +173,8 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
                          f"{len(manifest.stats.class_counts)} class counts")
     if sum(manifest.stats.class_counts) != manifest.length or manifest.length < 0:
         raise StoreError(f"{where}: the manifest's class counts do not add up to its length")
+    if manifest.unlisted < 0:
+        raise StoreError(f"{where}: the manifest counts fewer than no unlisted images")
     if manifest.skipped_files_omitted < 0:
         raise StoreError(f"{where}: the manifest counts fewer than no omitted skipped files")
     if manifest.keys != {"scheme": "index", "digits": KEY_DIGITS}:
@@ -178,7 +186,7 @@ _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[in
 
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
-                          "quality"})
+                          "quality", "label_file", "unlisted"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")

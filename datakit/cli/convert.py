@@ -45,6 +45,10 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
                    "ImageFolder's: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, in any case.")
 @click.option("--max-pixels", type=click.IntRange(min=1), default=_PILLOW_MAX_PIXELS, show_default=True,
               metavar="N", help="Skip images with more pixels than this, as possible decompression bombs.")
+@click.option("--labels", "labels", type=UserPath(exists=True, dir_okay=False, readable=True), default=None,
+              metavar="FILE", help="Take the images and their labels from FILE: CSV with the header "
+                                   "path,label, or JSON Lines (.jsonl) of {\"path\": ..., \"label\": ...}, "
+                                   "paths relative to SRC. Images FILE does not name are not converted.")
 @click.option("--resume", is_flag=True, help="Finish an interrupted conversion into DEST.")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file or folder was skipped.")
@@ -60,8 +64,8 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
-                    resume: bool, overwrite: bool, strict: bool, exif_transpose: bool, max_side: int | None,
-                    quality: int, verbose: bool, as_json: bool, quiet: bool) -> None:
+                    labels: str | None, resume: bool, overwrite: bool, strict: bool, exif_transpose: bool,
+                    max_side: int | None, quality: int, verbose: bool, as_json: bool, quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
@@ -84,7 +88,7 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
                          extensions=extensions, exif_transpose=exif_transpose, max_side=max_side,
-                         quality=quality, progress=progress)
+                         quality=quality, labels=labels, progress=progress)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
@@ -118,6 +122,13 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
                      "or lie outside any class folder" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
             lines.extend(f"  {os.path.join(report['source'], path)}" for path in ignored)
+    if report["label_file"]:
+        lines.append(f"labels from {report['label_file']}")
+    if report["unlisted"]:
+        lines.append(f"ignored {len(report['unlisted'])} image(s) under {report['source']} that the label "
+                     "file does not name" + (":" if verbose else " (--verbose lists them)"))
+        if verbose:
+            lines.extend(f"  {os.path.join(report['source'], path)}" for path in report["unlisted"])
     if report["high_bit_depth"]:
         lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
                      "when decoded (the high byte; floats in [0, 1] times 255)")
