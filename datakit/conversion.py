@@ -34,7 +34,7 @@ from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
 from datakit.labelfile import LabelledFolder, label_scan_rules, labelled_folder, read_label_file
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
 from datakit.readers import ReaderPool
-from datakit.records import PayloadKind, seal_record
+from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, seal_record
 from datakit.source import SourceEntry, SourceFolder, legacy_order_matches, scan_folder, scan_rules
 from datakit.stores import given_options, is_mongodb_uri, resolve_store
 from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreSpec, StoreWriter
@@ -136,6 +136,7 @@ class _ReadOptions:
     exif_transpose: bool = False
     max_side: int | None = None
     quality: int = DEFAULT_QUALITY
+    multi_label: bool = False
 
 
 @dataclass(frozen=True)
@@ -263,8 +264,10 @@ def convert(
         folder = scan_folder(root, extensions)
         rules = scan_rules(folder.extensions)
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
+    multi = isinstance(folder, LabelledFolder) and folder.multi_label
     settings = ConversionSettings(folder.root, folder.classes, kind.label, rules,
-                                  exif_transpose, max_side or 0, quality if max_side else 0)
+                                  exif_transpose, max_side or 0, quality if max_side else 0,
+                                  "multi" if multi else "single")
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
                               empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
                               max_side=max_side or 0)
@@ -282,12 +285,13 @@ def convert(
         done = set(state.sources)
         pending = [entry for entry in folder.entries if entry.path not in done]
         report.resumed_from = state.stats.length
-        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side, quality)
+        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side, quality,
+                                    multi)
         decodes = verify or kind is PayloadKind.RAW
         outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
             outcomes = _reporting(outcomes, progress, len(pending))
-        stored_labels = list(state.labels)
+        stored_labels: list[Any] = _multi_labels(folder, state.sources) if multi else list(state.labels)
         records = _number(outcomes, state.stats, stored_labels, report)
         # `records` updates `state.stats` as it yields, so at each commit the
         # totals describe exactly the records committed so far.
@@ -300,8 +304,9 @@ def convert(
                             skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES),
                             exif_transpose=exif_transpose, max_side=settings.max_side,
                             quality=settings.quality, label_file=report.label_file,
-                            unlisted=len(report.unlisted))
-        writer.finish(manifest, np.asarray(stored_labels, dtype=np.int64))
+                            unlisted=len(report.unlisted), label_kind=settings.label_kind,
+                            format_version=MULTI_LABEL_VERSION if multi else SINGLE_LABEL_VERSION)
+        writer.finish(manifest, _label_table(stored_labels, len(folder.classes), multi))
     report.total = state.stats.length
     report.complete = True
     report.seconds = time.perf_counter() - started
@@ -351,6 +356,23 @@ def check_outside_source(root: str, spec: StoreSpec) -> None:
             f"conversion would take it for a class and shift the labels; choose a destination "
             f"outside {root} (a store already there can be moved out with mv and resumed)"
         )
+
+
+def _multi_labels(folder: SourceFolder, sources: Sequence[str]) -> list[Any]:
+    """The classes of each record a resumed multi-label conversion holds, from its label file
+    (the same file, as the progress's SHA-256 made sure: stores keep only a first class per record)."""
+    by_path = {entry.path: entry.classes for entry in folder.entries}
+    return [by_path[path] for path in sources]
+
+
+def _label_table(labels: Sequence[Any], classes: int, multi: bool) -> np.ndarray:
+    """The label table: class indices, or a ``(records, classes)`` multi-hot uint8 array."""
+    if not multi:
+        return np.asarray(labels, dtype=np.int64)
+    table = np.zeros((len(labels), classes), dtype=np.uint8)
+    for row, indices in enumerate(labels):
+        table[row, list(indices)] = 1
+    return table
 
 
 def _skipped_files(report: ConversionReport) -> list[list[str]]:
@@ -508,7 +530,8 @@ def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
                                   max_side=options.max_side, quality=options.quality)
     except BadImage as exc:
         return _ReadOutcome(entry, error=str(exc))
-    record = seal_record(image.framed, kind=image.kind, label=entry.label, width=image.width,
+    record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,
+                         width=image.width,
                          height=image.height, channels=image.channels)
     return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
                         len(image.payload), orientation=image.orientation,
@@ -523,7 +546,7 @@ def _reporting(outcomes: Iterable[_ReadOutcome], progress: ProgressCallback,
         progress(done, total)
 
 
-def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
+def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[Any],
             report: ConversionReport) -> Iterator[PendingRecord]:
     """Give each good image the next index; collect the bad ones in the report."""
     for outcome in outcomes:
@@ -533,9 +556,10 @@ def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
             continue
         index = stats.length
         oriented = outcome.orientation != 1
-        stats.add(entry.label, outcome.payload_bytes, outcome.image_format, outcome.width, outcome.height,
-                  oriented=oriented, high_bit_depth=outcome.high_bit_depth, downscaled=outcome.downscaled)
-        labels.append(entry.label)
+        stats.add(entry.classes or entry.label, outcome.payload_bytes, outcome.image_format, outcome.width,
+                  outcome.height, oriented=oriented, high_bit_depth=outcome.high_bit_depth,
+                  downscaled=outcome.downscaled)
+        labels.append(entry.classes or entry.label)
         report.exif_oriented += oriented
         report.high_bit_depth += outcome.high_bit_depth
         report.downscaled += outcome.downscaled

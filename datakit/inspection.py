@@ -61,7 +61,8 @@ def inspect(
         of images with an EXIF orientation, and with 16-bit or float pixels),
         ``exif_transpose`` (those were stored upright), ``downscaled`` with
         ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
-        ``label_kind`` (``"single"``: one class per record), ``label_file``
+        ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
+        multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
         (the ``--labels`` file the labels came from, ``None`` for class
         folders or an incomplete store) and ``unlisted`` (images under the
         source that the label file did not name),
@@ -107,7 +108,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         exif_transpose=manifest.exif_transpose,
         max_side=manifest.max_side,
         quality=manifest.quality,
-        label_kind="single",
+        label_kind=manifest.label_kind,
         label_file=manifest.label_file or None,
         unlisted=manifest.unlisted,
         being_written=False,
@@ -127,8 +128,8 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
-                   quality=state.settings.quality, label_kind="single", label_file=None, unlisted=0,
-                   being_written=running is not None,
+                   quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
+                   unlisted=0, being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 

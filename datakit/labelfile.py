@@ -44,6 +44,8 @@ class LabelRow:
     path: str
     labels: tuple[str, ...]
     line: int
+    listed: bool = False
+    """The labels were written as a list (JSON Lines), which makes the file multi-label."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,11 @@ class LabelFile:
         """Every class name the file uses, sorted."""
         return sorted({name for row in self.rows for name in row.labels})
 
+    @property
+    def multi_label(self) -> bool:
+        """Whether a row names several classes (``a;b`` in CSV) or any label is a JSON list."""
+        return any(len(row.labels) > 1 or row.listed for row in self.rows)
+
 
 @dataclass
 class LabelledFolder(SourceFolder):
@@ -73,10 +80,12 @@ class LabelledFolder(SourceFolder):
     Attributes:
         label_file: the file the labels came from, absolute.
         unlisted: images under the root (by extension) that the file does not name.
+        multi_label: the file gives images several classes; entries carry them all.
     """
 
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
+    multi_label: bool = False
 
 
 def label_scan_rules(label_file: LabelFile) -> str:
@@ -114,7 +123,7 @@ def read_label_file(path: str | os.PathLike[str]) -> LabelFile:
             raise LabelFileError(f"{location}:{row.line}: {path_!r} is already listed on line "
                                  f"{seen[path_]}; each image may be listed once")
         seen[path_] = row.line
-        rows.append(LabelRow(path_, row.labels, row.line))
+        rows.append(LabelRow(path_, row.labels, row.line, row.listed))
     if not rows:
         raise LabelFileError(f"{location}: the label file lists no image")
     return LabelFile(location, hashlib.sha256(raw).hexdigest(), rows)
@@ -149,13 +158,14 @@ def _json_rows(text: str, where: str) -> Iterator[LabelRow]:
         path, label = item["path"], item["label"]
         if not isinstance(path, str):
             raise LabelFileError(f"{where}:{line}: \"path\" must be a string")
+        listed = isinstance(label, list)
         if isinstance(label, str):
             names: tuple[str, ...] = (label,)
         elif isinstance(label, list) and all(isinstance(name, str) for name in label):
             names = tuple(label)
         else:
             raise LabelFileError(f"{where}:{line}: \"label\" must be a class name or a list of them")
-        yield LabelRow(path, _check_names(tuple(name.strip() for name in names), where, line), line)
+        yield LabelRow(path, _check_names(tuple(name.strip() for name in names), where, line), line, listed)
 
 
 def _check_names(names: tuple[str, ...], where: str, line: int) -> tuple[str, ...]:
@@ -184,10 +194,11 @@ def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...
     listed by the conversion, like a broken image. Images under ``root`` with
     an image extension that the file does not name are counted as unlisted.
 
+    In a multi-label file (:attr:`LabelFile.multi_label`) each entry's
+    ``classes`` lists its classes.
+
     Raises:
         SourceError: ``root`` is not a directory.
-        LabelFileError: the file uses several classes for one image while
-            this datakit stores a single label per image.
     """
     if not os.path.isdir(root):
         raise SourceError(f"{root} is not a directory")
@@ -195,15 +206,14 @@ def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...
     classes = label_file.classes
     positions = {name: label for label, name in enumerate(classes)}
     entries = []
+    multi = label_file.multi_label
     for row in label_file.rows:
-        if len(row.labels) != 1:
-            raise LabelFileError(f"{label_file.path}:{row.line}: several labels for one image; this "
-                                 "datakit stores one label per image")
-        entries.append(SourceEntry(row.path, positions[row.labels[0]]))
+        indices = tuple(sorted(positions[name] for name in row.labels))
+        entries.append(SourceEntry(row.path, indices[0], indices if multi else ()))
     named = {row.path for row in label_file.rows}
     unlisted = [path for path in _image_files(root, taken) if path not in named]
     return LabelledFolder(root, classes, entries, extensions=taken, label_file=label_file.path,
-                          unlisted=unlisted)
+                          unlisted=unlisted, multi_label=multi)
 
 
 def _image_files(root: str, extensions: tuple[str, ...]) -> list[str]:

@@ -52,10 +52,15 @@ _LEGACY_EXTENSIONS = frozenset(IMG_EXTENSIONS) | {".gif"}
 
 @dataclass(frozen=True)
 class SourceEntry:
-    """One image file: its path relative to the root (``/``-separated) and its label."""
+    """One image file: its path relative to the root (``/``-separated) and its label.
+
+    In a multi-label conversion ``classes`` holds every class of the image,
+    ascending, and ``label`` is the first of them; otherwise it is empty.
+    """
 
     path: str
     label: int
+    classes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

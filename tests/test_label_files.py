@@ -155,9 +155,9 @@ datakit.convert(sys.argv[1], sys.argv[2], labels=sys.argv[4], workers=1, commit_
 """
 
 
-def test_a_killed_labelled_conversion_resumes_only_with_the_same_file(fresh_folder, tmp_path, rows):
-    label_file = write_csv(tmp_path / "labels.csv", rows)
-    command = [sys.executable, "-c", PAUSING, str(fresh_folder), str(tmp_path / "s"), "4", str(label_file)]
+def kill_labelled_conversion_at(src: Path, dest: Path, label_file: Path, stop_at: int) -> None:
+    """Run a ``labels=`` conversion in a real process and SIGKILL it after ``stop_at`` images."""
+    command = [sys.executable, "-c", PAUSING, str(src), str(dest), str(stop_at), str(label_file)]
     with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None and process.stdout.readline().strip() == "paused"
@@ -165,6 +165,11 @@ def test_a_killed_labelled_conversion_resumes_only_with_the_same_file(fresh_fold
             assert process.wait(timeout=30) == -signal.SIGKILL
         finally:
             process.kill()
+
+
+def test_a_killed_labelled_conversion_resumes_only_with_the_same_file(fresh_folder, tmp_path, rows):
+    label_file = write_csv(tmp_path / "labels.csv", rows)
+    kill_labelled_conversion_at(fresh_folder, tmp_path / "s", label_file, 4)
     other = write_csv(tmp_path / "other.csv", list(reversed(rows)))
     with pytest.raises(ConversionError, match="another label file"):
         datakit.convert(fresh_folder, tmp_path / "s", labels=other, resume=True, workers=1)
@@ -173,9 +178,3 @@ def test_a_killed_labelled_conversion_resumes_only_with_the_same_file(fresh_fold
     report = datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, resume=True, workers=1)
     assert report.resumed_from >= 2 and report.total == len(rows)
     assert stored_sources(tmp_path / "s") == [name for name, _ in rows]
-
-
-def test_several_labels_for_one_image_are_refused_without_multi_label(fresh_folder, tmp_path, rows):
-    label_file = write_csv(tmp_path / "labels.csv", [*rows[:2], (rows[2][0], "indoor;night")])
-    with pytest.raises(LabelFileError, match=r"labels.csv:4: several labels"):
-        datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)

@@ -55,7 +55,9 @@ from datakit.stores.base import (
     check_option_names,
     check_range,
     incomplete_message,
+    label_table_bytes,
     missing_source_message,
+    parse_label_table,
     stats_fit,
 )
 from datakit.stores.dirlock import LOCK_NAME, DirectoryLock, lock_holder
@@ -239,12 +241,7 @@ class LMDBReader(StoreReader):
     def labels(self) -> np.ndarray:
         with self._env.begin() as txn:
             raw = txn.get(_LABELS)
-        if raw is None or len(raw) % 4 or len(raw) // 4 != self._manifest.length:
-            raise StoreError(f"{self.spec.path}: the label table does not match the manifest")
-        labels = np.frombuffer(raw, dtype="<i4")
-        if len(labels) and (labels.min() < 0 or labels.max() >= len(self._manifest.classes)):
-            raise StoreError(f"{self.spec.path}: the label table holds labels outside the classes")
-        return labels.astype(np.int64)
+        return parse_label_table(None if raw is None else bytes(raw), self._manifest, self.spec.path)
 
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
         records = []
@@ -426,7 +423,7 @@ class LMDBWriter(StoreWriter):
 
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         def put_manifest(txn: lmdb.Transaction) -> None:
-            txn.put(_LABELS, np.asarray(labels, dtype="<i4").tobytes())
+            txn.put(_LABELS, label_table_bytes(labels))
             txn.put(_LEN, str(manifest.length).encode("ascii"))
             txn.put(_KEYS, json.dumps(manifest.keys).encode("ascii"))
             txn.put(_MANIFEST, manifest.to_json())

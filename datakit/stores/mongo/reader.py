@@ -16,7 +16,13 @@ import numpy as np
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.manifest import Manifest, record_key
-from datakit.stores.base import StoreReader, check_range, incomplete_message, missing_source_message
+from datakit.stores.base import (
+    StoreReader,
+    check_range,
+    incomplete_message,
+    missing_source_message,
+    parse_label_table,
+)
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
@@ -106,13 +112,7 @@ class MongoReader(StoreReader):
         collection = self.spec.collection
         documents = self._connection.call(
             lambda: list(self._meta().find({"collection": collection, "kind": "labels"})))
-        raw = join_label_parts(documents)
-        labels = np.frombuffer(raw or b"", dtype="<i4")
-        if raw is None or len(labels) != self._manifest.length:
-            raise StoreError(f"{where}: the label table does not match the manifest")
-        if len(labels) and (labels.min() < 0 or labels.max() >= len(self._manifest.classes)):
-            raise StoreError(f"{where}: the label table holds labels outside the classes")
-        return labels.astype(np.int64)
+        return parse_label_table(join_label_parts(documents), self._manifest, where)
 
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
         wanted = [int(index) for index in indices]
