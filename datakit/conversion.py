@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from datakit.appending import AppendPlan, appended_manifest, plan_append
 from datakit.downscale import DEFAULT_QUALITY
 from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
@@ -37,7 +38,14 @@ from datakit.readers import ReaderPool
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, seal_record
 from datakit.source import SourceEntry, SourceFolder, legacy_order_matches, scan_folder, scan_rules
 from datakit.stores import given_options, is_mongodb_uri, resolve_store
-from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreSpec, StoreWriter
+from datakit.stores.base import (
+    AppendState,
+    CommittedState,
+    ConversionSettings,
+    PendingRecord,
+    StoreSpec,
+    StoreWriter,
+)
 
 __all__ = ["convert", "resolve_destination", "check_outside_source", "ConversionReport", "SkippedFile",
            "ProgressCallback"]
@@ -93,6 +101,8 @@ class ConversionReport:
         label_file: the label file the labels came from, or ``""``.
         unlisted: images under the source folder that the label file does not
             name (not converted).
+        appended_to: with ``append``, the records the store held before the
+            append began (``None`` for a conversion).
     """
 
     source: str
@@ -114,6 +124,7 @@ class ConversionReport:
     max_side: int = 0
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
+    appended_to: int | None = None
 
     @property
     def images_per_second(self) -> float:
@@ -171,6 +182,7 @@ def convert(
     max_side: int | None = None,
     quality: int = DEFAULT_QUALITY,
     labels: str | os.PathLike[str] | None = None,
+    append: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = _COMMIT_RECORDS,
 ) -> ConversionReport:
@@ -218,6 +230,13 @@ def convert(
             its labels, sorted, and the records come in its order. Images
             under ``src`` it does not name are not converted, and counted
             (:mod:`datakit.labelfile`).
+        append: add to the complete store ``dest`` the images it does not hold
+            yet (by relative path), after its records, which never change; new
+            classes go at the end of ``classes``. The store keeps its own
+            ``format``, ``exif_transpose``, ``max_side`` and ``quality``.
+            Crash-safe: ``append`` (or ``resume``) again finishes an
+            interrupted append (:mod:`datakit.appending`). Without a store at
+            ``dest`` it converts one.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -239,6 +258,8 @@ def convert(
     """
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: choose one")
+    if append and overwrite:
+        raise ValueError("append and overwrite exclude each other: choose one")
     if format not in ("encoded", "raw"):
         raise ValueError(f"format must be 'encoded' or 'raw', not {format!r}")
     if commit_every < 1:
@@ -277,27 +298,54 @@ def convert(
                           for item in folder.unreadable)
 
     with spec.open_writer() as writer:
-        state = _prepare_destination(writer, settings, folder, resume=resume, overwrite=overwrite)
-        if state is None:  # resumed a store that is already complete
+        prepared = _prepare_destination(writer, settings, folder, resume=resume, overwrite=overwrite,
+                                        append=append)
+        if prepared is None:  # resumed a store that is already complete
             report.complete = report.already_complete = True
             report.seconds = time.perf_counter() - started
             return report
+        plan: AppendPlan | None = None
+        entries = folder.entries
+        if isinstance(prepared, AppendState):
+            plan = plan_append(prepared, folder, rules, multi, spec.describe())
+            writer.begin_append(plan.settings)
+            state, entries, settings = plan.state, plan.entries, plan.settings
+            kind = PayloadKind.RAW if settings.payload_kind == PayloadKind.RAW.label else PayloadKind.ENCODED
+            exif_transpose, max_side = settings.exif_transpose, settings.max_side or None
+            quality = settings.quality
+            multi = settings.label_kind == "multi"
+            report.appended_to = plan.before.length
+        else:
+            state = prepared
         done = set(state.sources)
-        pending = [entry for entry in folder.entries if entry.path not in done]
+        pending = [entry for entry in entries if entry.path not in done]
         report.resumed_from = state.stats.length
-        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side, quality,
-                                    multi)
+        if plan is not None and not pending and state.stats.length == plan.before.length:
+            report.total, report.complete = state.stats.length, True  # nothing new: the store is left alone
+            report.seconds = time.perf_counter() - started
+            return report
+        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side,
+                                    quality or DEFAULT_QUALITY, multi)
         decodes = verify or kind is PayloadKind.RAW
         outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
             outcomes = _reporting(outcomes, progress, len(pending))
-        stored_labels: list[Any] = _multi_labels(folder, state.sources) if multi else list(state.labels)
+        if plan is not None:
+            stored_labels: list[Any] = plan.labels
+        else:
+            stored_labels = _multi_labels(folder, state.sources) if multi else list(state.labels)
         records = _number(outcomes, state.stats, stored_labels, report)
         # `records` updates `state.stats` as it yields, so at each commit the
         # totals describe exactly the records committed so far.
         for batch in _batches(records, commit_every):
             writer.commit(batch, state.stats)
         listed = _skipped_files(report)
+        if plan is not None:
+            writer.finish(appended_manifest(plan, listed, report.label_file),
+                          _label_table(stored_labels, len(settings.classes), multi))
+            report.total, report.complete = state.stats.length, True
+            report.seconds = time.perf_counter() - started
+            return _checked(report, strict)
         manifest = Manifest(classes=folder.classes, payload_kind=kind.label, stats=state.stats,
                             skipped=len(report.skipped), source=folder.root,
                             skipped_files=listed[:KEPT_SKIPPED_FILES],
@@ -310,6 +358,10 @@ def convert(
     report.total = state.stats.length
     report.complete = True
     report.seconds = time.perf_counter() - started
+    return _checked(report, strict)
+
+
+def _checked(report: ConversionReport, strict: bool) -> ConversionReport:
     if strict and report.skipped:
         raise ConversionError(
             f"{len(report.skipped)} file(s) or folder(s) were skipped (the store is complete without them): "
@@ -385,15 +437,19 @@ def _skipped_files(report: ConversionReport) -> list[list[str]]:
 
 
 def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, folder: SourceFolder, *,
-                         resume: bool, overwrite: bool) -> CommittedState | None:
-    """Create, replace or reopen the destination; ``None`` when nothing is left to do."""
+                         resume: bool, overwrite: bool, append: bool) -> CommittedState | AppendState | None:
+    """Create, replace or reopen the destination; ``None`` when nothing is left to do, the
+    store read back when an append grows it (``append``, or ``resume`` of an interrupted append)."""
     writer.lock()  # before looking: another conversion may be writing it
     if writer.exists():
         if overwrite:
             writer.remove()
+        elif append:
+            return writer.append_state()
         elif resume:
             if writer.is_complete():
-                return None
+                appended = writer.append_state()
+                return appended if appended.interrupted is not None else None
             state = writer.committed_state()
             _check_resumable(state, settings, writer.spec.describe(), folder)
             return state

@@ -64,8 +64,9 @@ def inspect(
         ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
         multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
         (the ``--labels`` file the labels came from, ``None`` for class
-        folders or an incomplete store) and ``unlisted`` (images under the
-        source that the label file did not name),
+        folders or an incomplete store), ``unlisted`` (images under the
+        source that the label file did not name), ``appends`` (each
+        ``--append``: ``when``, ``added``, ``source``, ``label_file``),
         ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
@@ -111,6 +112,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         label_kind=manifest.label_kind,
         label_file=manifest.label_file or None,
         unlisted=manifest.unlisted,
+        appends=[dict(entry) for entry in manifest.appends],
         being_written=False,
         writer=None,
     )
@@ -129,7 +131,7 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
-                   unlisted=0, being_written=running is not None,
+                   unlisted=0, appends=[], being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 

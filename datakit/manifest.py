@@ -119,6 +119,8 @@ class Manifest:
             empty when they are the class folders' names, and in older stores.
         unlisted: images under ``source`` that the label file did not name, so
             were not converted; 0 without a label file.
+        appends: one entry per ``datakit convert --append`` that grew the store:
+            ``{"when": ISO time, "added": records, "source": folder, "label_file": path or ""}``.
         label_kind: ``"single"`` (a class index per record) or ``"multi"`` (a
             multi-hot uint8 vector per record; ``class_counts`` then count the
             records carrying each class).
@@ -141,6 +143,7 @@ class Manifest:
     label_file: str = ""
     unlisted: int = 0
     label_kind: str = "single"
+    appends: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def multi_label(self) -> bool:
@@ -204,11 +207,12 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
 
 
 _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,
-               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list}
+               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list,
+               "list[dict[str, Any]]": list}
 
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
-                          "quality", "label_file", "unlisted", "label_kind"})
+                          "quality", "label_file", "unlisted", "label_kind", "appends"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")
@@ -242,5 +246,10 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
                 type(item) is list and len(item) == 2 and all(type(text) is str for text in item)
                 for item in items):
             raise StoreError(f"{where}: manifest field {f.name!r} should be [path, reason] pairs")
+        if str(f.type) == "list[dict[str, Any]]" and not all(
+                type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
+                and type(item.get("source")) is str and type(item.get("label_file")) is str
+                for item in items):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be append records")
         values[f.name] = value
     return cls(**values)

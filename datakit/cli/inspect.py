@@ -74,6 +74,9 @@ def _render(summary: dict[str, Any]) -> str:
                 if summary.get("unlisted") else "")
     kind = f"{summary.get('label_kind', 'single')}-label"
     lines.append(f"labels      {kind}{', ' if origin else ''}{origin}{unlisted}")
+    for entry in summary.get("appends", []):
+        lines.append(f"appended    {entry['added']} image(s) on {entry['when']} from {entry['source']}"
+                     + (f" (labels {entry['label_file']})" if entry["label_file"] else ""))
     if summary["width_range"]:
         (w0, w1), (h0, h1) = summary["width_range"], summary["height_range"]
         lines.append(f"image size  width {w0}..{w1}, height {h0}..{h1}")

@@ -40,6 +40,8 @@ __all__ = [
     "WriterIdentity",
     "stats_fit",
     "label_table_bytes",
+    "label_table_size",
+    "AppendState",
     "parse_label_table",
     "check_range",
     "missing_source_message",
@@ -130,6 +132,26 @@ class CommittedState:
     stats: Stats
     sources: list[str] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
+
+
+@dataclass
+class AppendState:
+    """A complete store read back for ``--append``.
+
+    Attributes:
+        manifest: its manifest, which stays in place until the append finishes.
+        table: its label table (:meth:`StoreReader.labels`'s array).
+        sources: the source path of every record, in index order, including
+            those an interrupted append committed after the manifest's length.
+        labels: the label of each of those records (a multi-label record's first class).
+        interrupted: the progress of an append that was interrupted, if one was.
+    """
+
+    manifest: Manifest
+    table: np.ndarray
+    sources: list[str]
+    labels: list[int]
+    interrupted: CommittedState | None = None
 
 
 @dataclass(frozen=True)
@@ -328,6 +350,26 @@ class StoreWriter(ABC):
         """Add ``records`` and record ``stats`` as the running totals, in one atomic step."""
 
     @abstractmethod
+    def append_state(self) -> AppendState:
+        """Read back a complete store that ``--append`` grows (after :meth:`lock`).
+
+        Raises:
+            StoreError: the location holds no complete store, or its records
+                disagree with its manifest or its append progress.
+        """
+
+    @abstractmethod
+    def begin_append(self, settings: ConversionSettings) -> None:
+        """Commit the records that follow into a complete store under ``settings``.
+
+        The manifest stays as it is, so readers keep seeing the store as it
+        was; each :meth:`commit` writes the append's progress next to it, and
+        :meth:`finish` replaces the label table and the manifest, readers
+        opened before keeping their view (a longer label table is read up
+        to their manifest's length).
+        """
+
+    @abstractmethod
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         """Write the labels and the manifest, completing the store."""
 
@@ -376,6 +418,11 @@ def label_table_bytes(labels: np.ndarray) -> bytes:
     ``labels``, or the rows of a 2-D multi-hot ``labels`` as uint8 bytes."""
     array = np.asarray(labels)
     return array.astype(np.uint8 if array.ndim == 2 else "<i4").tobytes()
+
+
+def label_table_size(manifest: Manifest) -> int:
+    """The bytes of the label table of a store with ``manifest``."""
+    return manifest.length * (len(manifest.classes) if manifest.multi_label else 4)
 
 
 def parse_label_table(raw: bytes | None, manifest: Manifest, where: str) -> np.ndarray:

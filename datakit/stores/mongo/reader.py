@@ -20,6 +20,7 @@ from datakit.stores.base import (
     StoreReader,
     check_range,
     incomplete_message,
+    label_table_size,
     missing_source_message,
     parse_label_table,
 )
@@ -112,7 +113,19 @@ class MongoReader(StoreReader):
         collection = self.spec.collection
         documents = self._connection.call(
             lambda: list(self._meta().find({"collection": collection, "kind": "labels"})))
-        return parse_label_table(join_label_parts(documents), self._manifest, where)
+        raw = join_label_parts(documents)
+        size = label_table_size(self._manifest)
+        if raw is not None and len(raw) > size and self._grown():
+            raw = raw[:size]  # an append is adding records after this reader's view
+        return parse_label_table(raw, self._manifest, where)
+
+    def _grown(self) -> bool:
+        """Whether an append is growing the store, or grew it since this reader opened."""
+        collection = self.spec.collection
+        progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
+        manifest = self._connection.call(lambda: self._meta().find_one({"_id": manifest_id(collection)}))
+        length = manifest.get("length") if isinstance(manifest, dict) else None
+        return progress is not None or (isinstance(length, int) and length > self._manifest.length)
 
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
         wanted = [int(index) for index in indices]
