@@ -12,6 +12,7 @@ __all__ = [
     "DatakitError",
     "SourceError",
     "LabelFileError",
+    "ExportError",
     "DestinationExistsError",
     "ConversionError",
     "StoreError",
@@ -37,6 +38,10 @@ class SourceError(DatakitError):
 
 class LabelFileError(SourceError):
     """A label file (``datakit convert --labels``) is malformed; the message names its line."""
+
+
+class ExportError(DatakitError):
+    """An export cannot start (its folder is not empty) or would lose or misplace a sample."""
 
 
 class DestinationExistsError(DatakitError):
