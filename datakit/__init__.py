@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "convert": "datakit.conversion",
     "ConversionReport": "datakit.conversion",
     "inspect": "datakit.inspection",
+    "export": "datakit.exporting",
     "StoreDataset": "datakit.datasets",
     "LMDBDataset": "datakit.datasets",
     "MongoDataset": "datakit.datasets",
@@ -37,6 +38,7 @@ __all__ = [
     "default_collate",
     "default_convert",
     "errors",
+    "export",
     "get_worker_info",
     "inspect",
     "samplers",
@@ -46,6 +48,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.conversion import ConversionReport, convert
     from datakit.datasets import LMDBDataset, MongoDataset, StoreDataset
+    from datakit.exporting import export
     from datakit.inspection import inspect
     from datakit.loader.collate import default_collate, default_convert
     from datakit.loader.dataloader import DataLoader

@@ -28,15 +28,24 @@ from typing import Any, Literal
 
 import numpy as np
 
+from datakit.appending import AppendPlan, appended_manifest, plan_append
 from datakit.downscale import DEFAULT_QUALITY
 from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
 from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
+from datakit.labelfile import LabelledFolder, label_scan_rules, labelled_folder, read_label_file
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
 from datakit.readers import ReaderPool
-from datakit.records import PayloadKind, seal_record
+from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, seal_record
 from datakit.source import SourceEntry, SourceFolder, legacy_order_matches, scan_folder, scan_rules
 from datakit.stores import given_options, is_mongodb_uri, resolve_store
-from datakit.stores.base import CommittedState, ConversionSettings, PendingRecord, StoreSpec, StoreWriter
+from datakit.stores.base import (
+    AppendState,
+    CommittedState,
+    ConversionSettings,
+    PendingRecord,
+    StoreSpec,
+    StoreWriter,
+)
 
 __all__ = ["convert", "resolve_destination", "check_outside_source", "ConversionReport", "SkippedFile",
            "ProgressCallback"]
@@ -54,6 +63,7 @@ _CHUNK = 16  # source files per task sent to a reader process
 _COMMIT_RECORDS = 8192
 _COMMIT_BYTES = 8 << 20
 _COMMIT_SECONDS = 2.0
+_LABELS_RULES = "labels "  # how label_scan_rules() names a label file's order
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,11 @@ class ConversionReport:
         exif_transpose: whether images were stored upright.
         downscaled: images written by this run stored resized under ``max_side``.
         max_side: the ``max_side`` of the conversion, or 0.
+        label_file: the label file the labels came from, or ``""``.
+        unlisted: images under the source folder that the label file does not
+            name (not converted).
+        appended_to: with ``append``, the records the store held before the
+            append began (``None`` for a conversion).
     """
 
     source: str
@@ -107,6 +122,9 @@ class ConversionReport:
     exif_transpose: bool = False
     downscaled: int = 0
     max_side: int = 0
+    label_file: str = ""
+    unlisted: list[str] = field(default_factory=list)
+    appended_to: int | None = None
 
     @property
     def images_per_second(self) -> float:
@@ -129,6 +147,7 @@ class _ReadOptions:
     exif_transpose: bool = False
     max_side: int | None = None
     quality: int = DEFAULT_QUALITY
+    multi_label: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,6 +181,8 @@ def convert(
     exif_transpose: bool = False,
     max_side: int | None = None,
     quality: int = DEFAULT_QUALITY,
+    labels: str | os.PathLike[str] | None = None,
+    append: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = _COMMIT_RECORDS,
 ) -> ConversionReport:
@@ -203,6 +224,19 @@ def convert(
             (JPEGs re-encoded at ``quality``, other formats as PNG); smaller
             images stay byte for byte (:mod:`datakit.downscale`).
         quality: JPEG quality of the downscaled JPEGs, 1 to 100.
+        labels: a label file (CSV with the header ``path,label``, or JSON
+            Lines of ``{"path": ..., "label": ...}``) naming the images to
+            convert, relative to ``src``, and their classes; the classes are
+            its labels, sorted, and the records come in its order. Images
+            under ``src`` it does not name are not converted, and counted
+            (:mod:`datakit.labelfile`).
+        append: add to the complete store ``dest`` the images it does not hold
+            yet (by relative path), after its records, which never change; new
+            classes go at the end of ``classes``. The store keeps its own
+            ``format``, ``exif_transpose``, ``max_side`` and ``quality``.
+            Crash-safe: ``append`` (or ``resume``) again finishes an
+            interrupted append (:mod:`datakit.appending`). Without a store at
+            ``dest`` it converts one.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -213,6 +247,8 @@ def convert(
 
     Raises:
         SourceError: ``src`` is missing or holds no image.
+        LabelFileError: the label file is unreadable or malformed (the message
+            names its line).
         InvalidLocationError: ``dest`` is inside ``src``, or a URI of a scheme
             datakit does not support.
         DestinationExistsError: ``dest`` exists and neither ``resume`` nor
@@ -222,6 +258,8 @@ def convert(
     """
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: choose one")
+    if append and overwrite:
+        raise ValueError("append and overwrite exclude each other: choose one")
     if format not in ("encoded", "raw"):
         raise ValueError(f"format must be 'encoded' or 'raw', not {format!r}")
     if commit_every < 1:
@@ -238,47 +276,92 @@ def convert(
     root = os.path.abspath(os.path.expanduser(os.fspath(src)))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
     check_outside_source(root, spec)
-    folder = scan_folder(root, extensions)
+    folder: SourceFolder
+    if labels is not None:
+        label_file = read_label_file(labels)
+        folder = labelled_folder(root, label_file, tuple(extensions))
+        rules = label_scan_rules(label_file)
+    else:
+        folder = scan_folder(root, extensions)
+        rules = scan_rules(folder.extensions)
     kind = PayloadKind.RAW if format == "raw" else PayloadKind.ENCODED
-    settings = ConversionSettings(folder.root, folder.classes, kind.label, scan_rules(folder.extensions),
-                                  exif_transpose, max_side or 0, quality if max_side else 0)
+    multi = isinstance(folder, LabelledFolder) and folder.multi_label
+    settings = ConversionSettings(folder.root, folder.classes, kind.label, rules,
+                                  exif_transpose, max_side or 0, quality if max_side else 0,
+                                  "multi" if multi else "single")
     report = ConversionReport(folder.root, spec.describe(), ignored=folder.ignored,
                               empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
                               max_side=max_side or 0)
+    if isinstance(folder, LabelledFolder):
+        report.label_file, report.unlisted = folder.label_file, folder.unlisted
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
                           for item in folder.unreadable)
 
     with spec.open_writer() as writer:
-        state = _prepare_destination(writer, settings, folder, resume=resume, overwrite=overwrite)
-        if state is None:  # resumed a store that is already complete
+        prepared = _prepare_destination(writer, settings, folder, resume=resume, overwrite=overwrite,
+                                        append=append)
+        if prepared is None:  # resumed a store that is already complete
             report.complete = report.already_complete = True
             report.seconds = time.perf_counter() - started
             return report
+        plan: AppendPlan | None = None
+        entries = folder.entries
+        if isinstance(prepared, AppendState):
+            plan = plan_append(prepared, folder, rules, multi, spec.describe())
+            writer.begin_append(plan.settings)
+            state, entries, settings = plan.state, plan.entries, plan.settings
+            kind = PayloadKind.RAW if settings.payload_kind == PayloadKind.RAW.label else PayloadKind.ENCODED
+            exif_transpose, max_side = settings.exif_transpose, settings.max_side or None
+            quality = settings.quality
+            multi = settings.label_kind == "multi"
+            report.appended_to = plan.before.length
+        else:
+            state = prepared
         done = set(state.sources)
-        pending = [entry for entry in folder.entries if entry.path not in done]
+        pending = [entry for entry in entries if entry.path not in done]
         report.resumed_from = state.stats.length
-        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side, quality)
+        if plan is not None and not pending and state.stats.length == plan.before.length:
+            report.total, report.complete = state.stats.length, True  # nothing new: the store is left alone
+            report.seconds = time.perf_counter() - started
+            return report
+        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side,
+                                    quality or DEFAULT_QUALITY, multi)
         decodes = verify or kind is PayloadKind.RAW
         outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
             outcomes = _reporting(outcomes, progress, len(pending))
-        labels = list(state.labels)
-        records = _number(outcomes, state.stats, labels, report)
+        if plan is not None:
+            stored_labels: list[Any] = plan.labels
+        else:
+            stored_labels = _multi_labels(folder, state.sources) if multi else list(state.labels)
+        records = _number(outcomes, state.stats, stored_labels, report)
         # `records` updates `state.stats` as it yields, so at each commit the
         # totals describe exactly the records committed so far.
         for batch in _batches(records, commit_every):
             writer.commit(batch, state.stats)
         listed = _skipped_files(report)
+        if plan is not None:
+            writer.finish(appended_manifest(plan, listed, report.label_file),
+                          _label_table(stored_labels, len(settings.classes), multi))
+            report.total, report.complete = state.stats.length, True
+            report.seconds = time.perf_counter() - started
+            return _checked(report, strict)
         manifest = Manifest(classes=folder.classes, payload_kind=kind.label, stats=state.stats,
                             skipped=len(report.skipped), source=folder.root,
                             skipped_files=listed[:KEPT_SKIPPED_FILES],
                             skipped_files_omitted=max(0, len(listed) - KEPT_SKIPPED_FILES),
                             exif_transpose=exif_transpose, max_side=settings.max_side,
-                            quality=settings.quality)
-        writer.finish(manifest, np.asarray(labels, dtype=np.int64))
+                            quality=settings.quality, label_file=report.label_file,
+                            unlisted=len(report.unlisted), label_kind=settings.label_kind,
+                            format_version=MULTI_LABEL_VERSION if multi else SINGLE_LABEL_VERSION)
+        writer.finish(manifest, _label_table(stored_labels, len(folder.classes), multi))
     report.total = state.stats.length
     report.complete = True
     report.seconds = time.perf_counter() - started
+    return _checked(report, strict)
+
+
+def _checked(report: ConversionReport, strict: bool) -> ConversionReport:
     if strict and report.skipped:
         raise ConversionError(
             f"{len(report.skipped)} file(s) or folder(s) were skipped (the store is complete without them): "
@@ -327,24 +410,46 @@ def check_outside_source(root: str, spec: StoreSpec) -> None:
         )
 
 
+def _multi_labels(folder: SourceFolder, sources: Sequence[str]) -> list[Any]:
+    """The classes of each record a resumed multi-label conversion holds, from its label file
+    (the same file, as the progress's SHA-256 made sure: stores keep only a first class per record)."""
+    by_path = {entry.path: entry.classes for entry in folder.entries}
+    return [by_path[path] for path in sources]
+
+
+def _label_table(labels: Sequence[Any], classes: int, multi: bool) -> np.ndarray:
+    """The label table: class indices, or a ``(records, classes)`` multi-hot uint8 array."""
+    if not multi:
+        return np.asarray(labels, dtype=np.int64)
+    table = np.zeros((len(labels), classes), dtype=np.uint8)
+    for row, indices in enumerate(labels):
+        table[row, list(indices)] = 1
+    return table
+
+
 def _skipped_files(report: ConversionReport) -> list[list[str]]:
     """``[path, reason]`` of every skipped file and folder, then of every ignored file."""
     listed = [[item.path, item.reason] for item in report.skipped]
     listed.extend([path, "ignored: not an image by extension" if "/" in path
                    else "ignored: outside any class folder"] for path in report.ignored)
+    listed.extend([path, "ignored: not named in the label file"] for path in report.unlisted)
     return listed
 
 
 def _prepare_destination(writer: StoreWriter, settings: ConversionSettings, folder: SourceFolder, *,
-                         resume: bool, overwrite: bool) -> CommittedState | None:
-    """Create, replace or reopen the destination; ``None`` when nothing is left to do."""
+                         resume: bool, overwrite: bool, append: bool) -> CommittedState | AppendState | None:
+    """Create, replace or reopen the destination; ``None`` when nothing is left to do, the
+    store read back when an append grows it (``append``, or ``resume`` of an interrupted append)."""
     writer.lock()  # before looking: another conversion may be writing it
     if writer.exists():
         if overwrite:
             writer.remove()
+        elif append:
+            return writer.append_state()
         elif resume:
             if writer.is_complete():
-                return None
+                appended = writer.append_state()
+                return appended if appended.interrupted is not None else None
             state = writer.committed_state()
             _check_resumable(state, settings, writer.spec.describe(), folder)
             return state
@@ -388,6 +493,16 @@ def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: s
             f"{where} was started with {_downscaling(stored)}, this conversion asks for "
             f"{_downscaling(wanted)}; resume with the same options, or start again with --overwrite"
         )
+    labelled = (stored.scan.startswith(_LABELS_RULES), wanted.scan.startswith(_LABELS_RULES))
+    if any(labelled) and stored.scan != wanted.scan:
+        if not labelled[0]:
+            advice = "was started without --labels; resume without it"
+        elif not labelled[1]:
+            advice = "was started with --labels FILE; resume with the same file, unchanged"
+        else:
+            advice = ("was started with another label file, or this one changed since; resume with the "
+                      "same --labels file, unchanged")
+        raise ConversionError(f"{where} {advice}, or start again with --overwrite")
     if stored.classes != wanted.classes:
         raise ConversionError(
             f"{where} was started from a folder with classes {stored.classes}, but "
@@ -471,7 +586,8 @@ def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
                                   max_side=options.max_side, quality=options.quality)
     except BadImage as exc:
         return _ReadOutcome(entry, error=str(exc))
-    record = seal_record(image.framed, kind=image.kind, label=entry.label, width=image.width,
+    record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,
+                         width=image.width,
                          height=image.height, channels=image.channels)
     return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
                         len(image.payload), orientation=image.orientation,
@@ -486,7 +602,7 @@ def _reporting(outcomes: Iterable[_ReadOutcome], progress: ProgressCallback,
         progress(done, total)
 
 
-def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
+def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[Any],
             report: ConversionReport) -> Iterator[PendingRecord]:
     """Give each good image the next index; collect the bad ones in the report."""
     for outcome in outcomes:
@@ -496,9 +612,10 @@ def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[int],
             continue
         index = stats.length
         oriented = outcome.orientation != 1
-        stats.add(entry.label, outcome.payload_bytes, outcome.image_format, outcome.width, outcome.height,
-                  oriented=oriented, high_bit_depth=outcome.high_bit_depth, downscaled=outcome.downscaled)
-        labels.append(entry.label)
+        stats.add(entry.classes or entry.label, outcome.payload_bytes, outcome.image_format, outcome.width,
+                  outcome.height, oriented=oriented, high_bit_depth=outcome.high_bit_depth,
+                  downscaled=outcome.downscaled)
+        labels.append(entry.classes or entry.label)
         report.exif_oriented += oriented
         report.high_bit_depth += outcome.high_bit_depth
         report.downscaled += outcome.downscaled

@@ -34,7 +34,7 @@ from datakit.decode import (
 )
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted, InvalidLocationError
 from datakit.manifest import Manifest, record_key
-from datakit.records import PayloadKind, Record, decode_raw_batch, decode_record
+from datakit.records import MULTI_LABEL_VERSION, PayloadKind, Record, decode_raw_batch, decode_record
 from datakit.sample_paths import PathIndex, SamplePaths
 from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
@@ -84,7 +84,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         class_to_idx: class name to label.
         targets: every sample's label, as an int64 numpy array (one array
             rather than a list of ints, so worker processes share it instead
-            of copying it page by page as reference counts change).
+            of copying it page by page as reference counts change). In a
+            multi-label store (``manifest.label_kind == "multi"``) it is one
+            ``(len(self), len(classes))`` uint8 array of multi-hot rows, and
+            each sample's label is its row (a uint8 vector).
         samples: ``(path, label)`` of every sample, as ``ImageFolder.samples``
             (the original file's path), read from the store on access: a
             read-only :class:`~datakit.sample_paths.SamplePaths` sequence.
@@ -242,14 +245,22 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """The record's key and the record, checked against the store's label table."""
         key = record_key(position)
         record = decode_record(data, key)
-        if record.header.label != self.targets[position]:
+        if self.manifest.multi_label:  # the header holds the first class of the multi-hot row
+            row = self.targets[position]
+            if (record.header.version < MULTI_LABEL_VERSION or not 0 <= record.header.label < len(row)
+                    or not row[record.header.label] or row[:record.header.label].any()):
+                raise CorruptRecordError(key, f"its label {record.header.label} (format version "
+                                              f"{record.header.version}) disagrees with the store's "
+                                              f"multi-label table ({row.tolist()})")
+        elif record.header.label != self.targets[position]:
             raise CorruptRecordError(key, f"its label {record.header.label} disagrees with the store's "
                                           f"label table ({self.targets[position]})")
         return key, record
 
     def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
         key, record = self._parse(position, data)
-        label: Any = record.header.label
+        # a multi-hot uint8 row of its own, which default_collate stacks into (batch, classes)
+        label: Any = self.targets[position].copy() if self.manifest.multi_label else record.header.label
         if self._fused is not None:
             sample = _decoding(key, self._fused.sample, record, position)
         else:
@@ -279,7 +290,12 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         size. :class:`datakit.DataLoader` then has its workers call
         :meth:`read_batch_into` on preallocated shared memory instead of
         building, collating and pickling one tensor per sample.
+
+        None in a multi-label store: its labels are rows, not the int64
+        per sample the batch slots hold, so batches go through collate.
         """
+        if self.manifest.multi_label:
+            return None
         if self._fused is not None:
             return self._fused.output_shape() if self.target_transform is None else None
         stats = self.manifest.stats

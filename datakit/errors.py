@@ -11,6 +11,8 @@ from __future__ import annotations
 __all__ = [
     "DatakitError",
     "SourceError",
+    "LabelFileError",
+    "ExportError",
     "DestinationExistsError",
     "ConversionError",
     "StoreError",
@@ -32,6 +34,14 @@ class DatakitError(Exception):
 
 class SourceError(DatakitError):
     """The image folder to convert is missing, unreadable or holds no images."""
+
+
+class LabelFileError(SourceError):
+    """A label file (``datakit convert --labels``) is malformed; the message names its line."""
+
+
+class ExportError(DatakitError):
+    """An export cannot start (its folder is not empty) or would lose or misplace a sample."""
 
 
 class DestinationExistsError(DatakitError):

@@ -61,6 +61,12 @@ def inspect(
         of images with an EXIF orientation, and with 16-bit or float pixels),
         ``exif_transpose`` (those were stored upright), ``downscaled`` with
         ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
+        ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
+        multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
+        (the ``--labels`` file the labels came from, ``None`` for class
+        folders or an incomplete store), ``unlisted`` (images under the
+        source that the label file did not name), ``appends`` (each
+        ``--append``: ``when``, ``added``, ``source``, ``label_file``),
         ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
@@ -103,6 +109,10 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         exif_transpose=manifest.exif_transpose,
         max_side=manifest.max_side,
         quality=manifest.quality,
+        label_kind=manifest.label_kind,
+        label_file=manifest.label_file or None,
+        unlisted=manifest.unlisted,
+        appends=[dict(entry) for entry in manifest.appends],
         being_written=False,
         writer=None,
     )
@@ -120,7 +130,8 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
-                   quality=state.settings.quality, being_written=running is not None,
+                   quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
+                   unlisted=0, appends=[], being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 

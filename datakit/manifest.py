@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from datakit.errors import StoreError
-from datakit.records import FORMAT_VERSION, PayloadKind, check_format_version
+from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, check_format_version
 from datakit.version import __version__
 
 __all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest"]
@@ -61,14 +61,17 @@ class Stats:
     high_bit_depth: int = 0
     downscaled: int = 0
 
-    def add(self, label: int, payload_bytes: int, image_format: str, width: int, height: int, *,
-            oriented: bool = False, high_bit_depth: bool = False, downscaled: bool = False) -> None:
-        """Account for one written record."""
+    def add(self, label: int | tuple[int, ...], payload_bytes: int, image_format: str, width: int,
+            height: int, *, oriented: bool = False, high_bit_depth: bool = False,
+            downscaled: bool = False) -> None:
+        """Account for one written record; ``label`` is a tuple of classes in a multi-label store,
+        each of which is counted (the counts then add up to more than the length)."""
         self.exif_oriented += oriented
         self.high_bit_depth += high_bit_depth
         self.downscaled += downscaled
         self.length += 1
-        self.class_counts[label] += 1
+        for each in (label if isinstance(label, tuple) else (label,)):
+            self.class_counts[each] += 1
         self.total_bytes += payload_bytes
         self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
         self.width_range = _widen(self.width_range, width)
@@ -100,7 +103,8 @@ class Manifest:
         source: the folder the store was converted from.
         created: ISO 8601 time the conversion finished, in UTC.
         datakit_version: the datakit that wrote the store.
-        format_version: the record and manifest format version.
+        format_version: the record and manifest format version: 1 for a
+            single-label store, 2 for a multi-label one (older datakits refuse it).
         keys: the key scheme (``{"scheme": "index", "digits": 10}``).
         skipped_files: ``[path, reason]`` of each skipped file or folder, then of
             each ignored file, for ``datakit inspect --skipped``; at most
@@ -111,6 +115,15 @@ class Manifest:
         max_side: images whose longer side exceeded this were stored resized
             to it (``--max-side``); 0 when sizes were kept.
         quality: the JPEG quality of those re-encoded (``--quality``); 0 with ``max_side`` 0.
+        label_file: the label file the labels came from (``datakit convert --labels``);
+            empty when they are the class folders' names, and in older stores.
+        unlisted: images under ``source`` that the label file did not name, so
+            were not converted; 0 without a label file.
+        appends: one entry per ``datakit convert --append`` that grew the store:
+            ``{"when": ISO time, "added": records, "source": folder, "label_file": path or ""}``.
+        label_kind: ``"single"`` (a class index per record) or ``"multi"`` (a
+            multi-hot uint8 vector per record; ``class_counts`` then count the
+            records carrying each class).
     """
 
     classes: list[str]
@@ -120,13 +133,21 @@ class Manifest:
     source: str
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     datakit_version: str = __version__
-    format_version: int = FORMAT_VERSION
+    format_version: int = SINGLE_LABEL_VERSION
     keys: dict[str, Any] = field(default_factory=lambda: {"scheme": "index", "digits": KEY_DIGITS})
     skipped_files: list[list[str]] = field(default_factory=list)
     skipped_files_omitted: int = 0
     exif_transpose: bool = False
     max_side: int = 0
     quality: int = 0
+    label_file: str = ""
+    unlisted: int = 0
+    label_kind: str = "single"
+    appends: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def multi_label(self) -> bool:
+        return self.label_kind == "multi"
 
     @property
     def length(self) -> int:
@@ -165,8 +186,20 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
     if len(manifest.stats.class_counts) != len(manifest.classes):
         raise StoreError(f"{where}: the manifest lists {len(manifest.classes)} classes but "
                          f"{len(manifest.stats.class_counts)} class counts")
-    if sum(manifest.stats.class_counts) != manifest.length or manifest.length < 0:
+    if manifest.label_kind not in ("single", "multi"):
+        raise StoreError(f"{where}: unknown label kind {manifest.label_kind!r} in the manifest")
+    if manifest.multi_label and manifest.format_version < MULTI_LABEL_VERSION:
+        raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
+                         f"or later, not {manifest.format_version}")
+    counts, length = manifest.stats.class_counts, manifest.length
+    if manifest.multi_label:
+        fits = length >= 0 and all(0 <= count <= length for count in counts) and sum(counts) >= length
+    else:
+        fits = sum(counts) == length and length >= 0
+    if not fits:
         raise StoreError(f"{where}: the manifest's class counts do not add up to its length")
+    if manifest.unlisted < 0:
+        raise StoreError(f"{where}: the manifest counts fewer than no unlisted images")
     if manifest.skipped_files_omitted < 0:
         raise StoreError(f"{where}: the manifest counts fewer than no omitted skipped files")
     if manifest.keys != {"scheme": "index", "digits": KEY_DIGITS}:
@@ -174,11 +207,12 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
 
 
 _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,
-               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list}
+               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list,
+               "list[dict[str, Any]]": list}
 
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
-                          "quality"})
+                          "quality", "label_file", "unlisted", "label_kind", "appends"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")
@@ -212,5 +246,10 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
                 type(item) is list and len(item) == 2 and all(type(text) is str for text in item)
                 for item in items):
             raise StoreError(f"{where}: manifest field {f.name!r} should be [path, reason] pairs")
+        if str(f.type) == "list[dict[str, Any]]" and not all(
+                type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
+                and type(item.get("source")) is str and type(item.get("label_file")) is str
+                for item in items):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be append records")
         values[f.name] = value
     return cls(**values)

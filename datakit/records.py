@@ -22,6 +22,8 @@ from datakit.errors import CorruptRecordError, IncompatibleStoreError
 
 __all__ = [
     "FORMAT_VERSION",
+    "SINGLE_LABEL_VERSION",
+    "MULTI_LABEL_VERSION",
     "HEADER_SIZE",
     "PayloadKind",
     "RecordHeader",
@@ -34,7 +36,13 @@ __all__ = [
     "check_format_version",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest record and manifest format this datakit reads."""
+SINGLE_LABEL_VERSION = 1
+"""Single-label stores are still written in version 1, so older datakits read them."""
+MULTI_LABEL_VERSION = 2
+"""Version 2 marks a multi-label store: the header's label is the record's first class,
+its multi-hot vector is in the store's label table (``docs/format.md``)."""
 _MAGIC = b"DKR\x00"
 
 # magic, version, kind, channels, label, width, height, payload length, crc32
@@ -68,6 +76,7 @@ class RecordHeader(NamedTuple):
     height: int
     channels: int
     payload_length: int
+    version: int = SINGLE_LABEL_VERSION
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -90,9 +99,11 @@ def encode_record(
     width: int,
     height: int,
     channels: int,
+    multi_label: bool = False,
 ) -> bytes:
-    """Lay out one record: header, then payload, with a CRC over both."""
-    prefix = _checked_prefix(len(payload), kind, label, width, height, channels)
+    """Lay out one record: header, then payload, with a CRC over both (``multi_label``:
+    a record of a multi-label store, format version 2)."""
+    prefix = _checked_prefix(len(payload), kind, label, width, height, channels, multi_label)
     crc = zlib.crc32(payload, zlib.crc32(prefix))
     return b"".join((prefix, struct.pack("<I", crc), payload))
 
@@ -105,6 +116,7 @@ def seal_record(
     width: int,
     height: int,
     channels: int,
+    multi_label: bool = False,
 ) -> bytearray:
     """Make ``framed`` a record in place: its first :data:`HEADER_SIZE` bytes are
     room for the header, the rest is the payload, which is not copied.
@@ -112,21 +124,22 @@ def seal_record(
     The bytes are those :func:`encode_record` would give for the payload.
     """
     payload = memoryview(framed)[HEADER_SIZE:]
-    prefix = _checked_prefix(len(payload), kind, label, width, height, channels)
+    prefix = _checked_prefix(len(payload), kind, label, width, height, channels, multi_label)
     framed[:_CHECKED_PREFIX] = prefix
     struct.pack_into("<I", framed, _CHECKED_PREFIX, zlib.crc32(payload, zlib.crc32(prefix)))
     return framed
 
 
 def _checked_prefix(length: int, kind: PayloadKind, label: int, width: int, height: int,
-                    channels: int) -> bytes:
+                    channels: int, multi_label: bool = False) -> bytes:
     """The header up to the CRC, which covers it."""
     if kind is PayloadKind.RAW and length != width * height * channels:
         raise ValueError(
             f"raw payload of {length} bytes does not match shape "
             f"{height}x{width}x{channels}"
         )
-    header = _HEADER.pack(_MAGIC, FORMAT_VERSION, kind, channels, label, width, height, length, 0)
+    version = MULTI_LABEL_VERSION if multi_label else SINGLE_LABEL_VERSION
+    header = _HEADER.pack(_MAGIC, version, kind, channels, label, width, height, length, 0)
     return header[:_CHECKED_PREFIX]
 
 
@@ -162,7 +175,7 @@ def decode_record(data: bytes | memoryview, key: str) -> Record:
         raise CorruptRecordError(
             key, f"raw payload of {length} bytes does not match {height}x{width}x{channels}"
         )
-    header = RecordHeader(payload_kind, label, width, height, channels, length)
+    header = RecordHeader(payload_kind, label, width, height, channels, length, version)
     return Record(header, payload)
 
 

@@ -87,7 +87,8 @@ class SamplePaths(Sequence[tuple[str, int]]):
             yield from self[start:start + _WINDOW]
 
     def _pair(self, position: int, relative: str) -> tuple[str, int]:
-        return os.path.join(self._root, *relative.split("/")), int(self._labels[position])
+        label = self._labels[position]  # a multi-hot row in a multi-label store
+        return os.path.join(self._root, *relative.split("/")), int(label) if label.ndim == 0 else label.copy()
 
     def __repr__(self) -> str:
         return f"<{len(self)} (path, label) samples under {self._root}, read from the store on access>"

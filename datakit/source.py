@@ -52,10 +52,15 @@ _LEGACY_EXTENSIONS = frozenset(IMG_EXTENSIONS) | {".gif"}
 
 @dataclass(frozen=True)
 class SourceEntry:
-    """One image file: its path relative to the root (``/``-separated) and its label."""
+    """One image file: its path relative to the root (``/``-separated) and its label.
+
+    In a multi-label conversion ``classes`` holds every class of the image,
+    ascending, and ``label`` is the first of them; otherwise it is empty.
+    """
 
     path: str
     label: int
+    classes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,7 @@ def _walk_files(root: str, class_name: str, unreadable: list[UnreadableFolder]) 
         subdirs[:] = kept
         found.append((directory, sorted(files)))
     found.sort()
-    listed = []
+    listed: list[str] = []
     for directory, files in found:  # one relpath per folder, not per file: it is the scan's main cost
         prefix = _relative(directory, root)
         prefix = "" if prefix == "." else prefix + "/"

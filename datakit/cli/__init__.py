@@ -12,6 +12,7 @@ from datakit import __version__
 from datakit.cli._errors import DatakitGroup
 from datakit.cli.bench import bench_command
 from datakit.cli.convert import convert_command
+from datakit.cli.export import export_command
 from datakit.cli.inspect import inspect_command
 
 __all__ = ["cli", "main"]
@@ -26,6 +27,7 @@ def cli(debug: bool) -> None:
 
 cli.add_command(convert_command)
 cli.add_command(inspect_command)
+cli.add_command(export_command)
 cli.add_command(bench_command)
 
 

@@ -45,7 +45,14 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
                    "ImageFolder's: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, in any case.")
 @click.option("--max-pixels", type=click.IntRange(min=1), default=_PILLOW_MAX_PIXELS, show_default=True,
               metavar="N", help="Skip images with more pixels than this, as possible decompression bombs.")
-@click.option("--resume", is_flag=True, help="Finish an interrupted conversion into DEST.")
+@click.option("--labels", "labels", type=UserPath(exists=True, dir_okay=False, readable=True), default=None,
+              metavar="FILE", help="Take the images and their labels from FILE: CSV with the header "
+                                   "path,label, or JSON Lines (.jsonl) of {\"path\": ..., \"label\": ...}, "
+                                   "paths relative to SRC. Images FILE does not name are not converted.")
+@click.option("--resume", is_flag=True, help="Finish an interrupted conversion (or append) into DEST.")
+@click.option("--append", is_flag=True,
+              help="Add to the complete store DEST the images under SRC (or in --labels) that it does not "
+                   "hold yet, by relative path; its records never change, new classes go last.")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file or folder was skipped.")
 @click.option("--exif-transpose", is_flag=True,
@@ -60,8 +67,9 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
-                    resume: bool, overwrite: bool, strict: bool, exif_transpose: bool, max_side: int | None,
-                    quality: int, verbose: bool, as_json: bool, quiet: bool) -> None:
+                    labels: str | None, resume: bool, append: bool, overwrite: bool, strict: bool,
+                    exif_transpose: bool, max_side: int | None, quality: int, verbose: bool, as_json: bool,
+                    quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
@@ -74,6 +82,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other; choose one")
+    if append and overwrite:
+        raise click.UsageError("--append and --overwrite exclude each other; choose one")
     spec = resolve_destination(src, dest, backend_options)
     output = Output(json=as_json, quiet=quiet)
     server = spec.server()
@@ -84,7 +94,7 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
                          extensions=extensions, exif_transpose=exif_transpose, max_side=max_side,
-                         quality=quality, progress=progress)
+                         quality=quality, labels=labels, append=append, progress=progress)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
@@ -94,6 +104,17 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
 def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["already_complete"]:
         return f"{report['destination']} is already complete; nothing to do"
+    before = report["appended_to"]
+    if before is not None and not report["written"] and report["total"] == before:
+        lines = [f"{report['destination']} already holds every image of {report['source']}; "
+                 "nothing to append"]
+        lines.extend(_notes(report, verbose))
+        return "\n".join(lines)
+    if report["appended_to"] is not None:
+        lines = [f"appended {report['written']} images ({human_bytes(report['bytes_written'])}) to "
+                 f"{report['destination']}: {report['appended_to']} before, {report['total']} now"]
+        lines.extend(_notes(report, verbose))
+        return "\n".join(lines)
     lines = [
         f"wrote {report['written']} images ({human_bytes(report['bytes_written'])}) to "
         f"{report['destination']} in {report['seconds']:.2f} s "
@@ -102,6 +123,12 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["resumed_from"]:
         lines.append(f"resumed after {report['resumed_from']} images already stored; "
                      f"{report['total']} in total")
+    lines.extend(_notes(report, verbose))
+    return "\n".join(lines)
+
+
+def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
+    lines: list[str] = []
     skipped = report["skipped"]
     if skipped:
         folders = any(item["reason"].startswith("folder not readable") for item in skipped)
@@ -118,6 +145,13 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
                      "or lie outside any class folder" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
             lines.extend(f"  {os.path.join(report['source'], path)}" for path in ignored)
+    if report["label_file"]:
+        lines.append(f"labels from {report['label_file']}")
+    if report["unlisted"]:
+        lines.append(f"ignored {len(report['unlisted'])} image(s) under {report['source']} that the label "
+                     "file does not name" + (":" if verbose else " (--verbose lists them)"))
+        if verbose:
+            lines.extend(f"  {os.path.join(report['source'], path)}" for path in report["unlisted"])
     if report["high_bit_depth"]:
         lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
                      "when decoded (the high byte; floats in [0, 1] times 255)")
@@ -131,4 +165,4 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
                      "as in the file, as ImageFolder loads them (--exif-transpose stores them upright)")
     if report["empty_classes"]:
         lines.append(f"warning: class folder(s) without images: {', '.join(report['empty_classes'])}")
-    return "\n".join(lines)
+    return lines

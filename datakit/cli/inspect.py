@@ -68,6 +68,15 @@ def _render(summary: dict[str, Any]) -> str:
         + ", ".join(f"{name} {count}" for name, count in sorted(summary["image_formats"].items())),
         f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
     ]
+    origin = (f"from {summary['label_file']}" if summary.get("label_file")
+              else "from the class folders" if summary["complete"] else "")
+    unlisted = (f" ({summary['unlisted']} image(s) under the source not named there, not converted)"
+                if summary.get("unlisted") else "")
+    kind = f"{summary.get('label_kind', 'single')}-label"
+    lines.append(f"labels      {kind}{', ' if origin else ''}{origin}{unlisted}")
+    for entry in summary.get("appends", []):
+        lines.append(f"appended    {entry['added']} image(s) on {entry['when']} from {entry['source']}"
+                     + (f" (labels {entry['label_file']})" if entry["label_file"] else ""))
     if summary["width_range"]:
         (w0, w1), (h0, h1) = summary["width_range"], summary["height_range"]
         lines.append(f"image size  width {w0}..{w1}, height {h0}..{h1}")

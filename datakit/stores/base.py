@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from datakit.errors import StoreError
 from datakit.manifest import Manifest, Stats
 
 __all__ = [
@@ -38,6 +39,10 @@ __all__ = [
     "CommittedState",
     "WriterIdentity",
     "stats_fit",
+    "label_table_bytes",
+    "label_table_size",
+    "AppendState",
+    "parse_label_table",
     "check_range",
     "missing_source_message",
     "incomplete_message",
@@ -77,6 +82,7 @@ class ConversionSettings:
         exif_transpose: whether images with an EXIF orientation are stored upright.
         max_side: the ``--max-side`` images are downscaled under (0: none).
         quality: the JPEG quality they are re-encoded at (0 without ``max_side``).
+        label_kind: ``"single"`` or ``"multi"`` (a multi-label ``--labels`` file).
     """
 
     source: str
@@ -86,11 +92,12 @@ class ConversionSettings:
     exif_transpose: bool = False
     max_side: int = 0
     quality: int = 0
+    label_kind: str = "single"
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind,
                 "scan": self.scan, "exif_transpose": self.exif_transpose, "max_side": self.max_side,
-                "quality": self.quality}
+                "quality": self.quality, "label_kind": self.label_kind}
 
     @classmethod
     def from_dict(cls, data: Any) -> ConversionSettings | None:
@@ -101,11 +108,13 @@ class ConversionSettings:
         scan = data.get("scan", "")
         exif_transpose = data.get("exif_transpose", False)  # absent from older stores
         max_side, quality = data.get("max_side", 0), data.get("quality", 0)  # likewise
+        label_kind = data.get("label_kind", "single")  # likewise
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
                 and all(isinstance(name, str) for name in classes) and isinstance(scan, str)
-                and isinstance(exif_transpose, bool) and type(max_side) is int and type(quality) is int):
+                and isinstance(exif_transpose, bool) and type(max_side) is int and type(quality) is int
+                and label_kind in ("single", "multi")):
             return None
-        return cls(source, classes, kind, scan, exif_transpose, max_side, quality)
+        return cls(source, classes, kind, scan, exif_transpose, max_side, quality, label_kind)
 
 
 @dataclass
@@ -123,6 +132,26 @@ class CommittedState:
     stats: Stats
     sources: list[str] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
+
+
+@dataclass
+class AppendState:
+    """A complete store read back for ``--append``.
+
+    Attributes:
+        manifest: its manifest, which stays in place until the append finishes.
+        table: its label table (:meth:`StoreReader.labels`'s array).
+        sources: the source path of every record, in index order, including
+            those an interrupted append committed after the manifest's length.
+        labels: the label of each of those records (a multi-label record's first class).
+        interrupted: the progress of an append that was interrupted, if one was.
+    """
+
+    manifest: Manifest
+    table: np.ndarray
+    sources: list[str]
+    labels: list[int]
+    interrupted: CommittedState | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +224,8 @@ class StoreReader(ABC):
 
     @abstractmethod
     def labels(self) -> np.ndarray:
-        """Every record's label, in index order, as a 1-D int64 array."""
+        """Every record's label, in index order: a 1-D int64 array, or a 2-D uint8 multi-hot
+        array in a multi-label store (:func:`parse_label_table`)."""
 
     @abstractmethod
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
@@ -320,6 +350,26 @@ class StoreWriter(ABC):
         """Add ``records`` and record ``stats`` as the running totals, in one atomic step."""
 
     @abstractmethod
+    def append_state(self) -> AppendState:
+        """Read back a complete store that ``--append`` grows (after :meth:`lock`).
+
+        Raises:
+            StoreError: the location holds no complete store, or its records
+                disagree with its manifest or its append progress.
+        """
+
+    @abstractmethod
+    def begin_append(self, settings: ConversionSettings) -> None:
+        """Commit the records that follow into a complete store under ``settings``.
+
+        The manifest stays as it is, so readers keep seeing the store as it
+        was; each :meth:`commit` writes the append's progress next to it, and
+        :meth:`finish` replaces the label table and the manifest, readers
+        opened before keeping their view (a longer label table is read up
+        to their manifest's length).
+        """
+
+    @abstractmethod
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         """Write the labels and the manifest, completing the store."""
 
@@ -354,9 +404,50 @@ def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
     counts adding up to the length, each size range empty or ``[min, max]``)."""
     ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
                     for bounds in (stats.width_range, stats.height_range))
-    return (len(stats.class_counts) == len(settings.classes) and stats.length >= 0
-            and all(count >= 0 for count in stats.class_counts)
-            and sum(stats.class_counts) == stats.length and ranges_ok)
+    counts = stats.class_counts
+    if settings.label_kind == "multi":  # each record counts once per class it carries
+        adds_up = all(count <= stats.length for count in counts) and sum(counts) >= stats.length
+    else:
+        adds_up = sum(counts) == stats.length
+    return (len(counts) == len(settings.classes) and stats.length >= 0
+            and all(count >= 0 for count in counts) and adds_up and ranges_ok)
+
+
+def label_table_bytes(labels: np.ndarray) -> bytes:
+    """A store's label table as stored: int32 little-endian class indices for a 1-D
+    ``labels``, or the rows of a 2-D multi-hot ``labels`` as uint8 bytes."""
+    array = np.asarray(labels)
+    return array.astype(np.uint8 if array.ndim == 2 else "<i4").tobytes()
+
+
+def label_table_size(manifest: Manifest) -> int:
+    """The bytes of the label table of a store with ``manifest``."""
+    return manifest.length * (len(manifest.classes) if manifest.multi_label else 4)
+
+
+def parse_label_table(raw: bytes | None, manifest: Manifest, where: str) -> np.ndarray:
+    """The label table read back: a 1-D int64 array of class indices, or for a multi-label
+    store a ``(length, len(classes))`` uint8 array of 0 and 1.
+
+    Raises:
+        StoreError: the table is missing, has the wrong size, or holds values
+            outside the classes.
+    """
+    classes = len(manifest.classes)
+    if manifest.multi_label:
+        if raw is None or len(raw) != manifest.length * classes:
+            raise StoreError(f"{where}: the label table does not match the manifest")
+        table = np.frombuffer(raw, dtype=np.uint8).reshape(manifest.length, classes)
+        if table.size and table.max() > 1:
+            raise StoreError(f"{where}: the multi-label table holds values other than 0 and 1")
+        copied: np.ndarray = table.copy()
+        return copied  # writable, as torch wants when it wraps a row
+    if raw is None or len(raw) % 4 or len(raw) // 4 != manifest.length:
+        raise StoreError(f"{where}: the label table does not match the manifest")
+    labels = np.frombuffer(raw, dtype="<i4")
+    if len(labels) and (labels.min() < 0 or labels.max() >= classes):
+        raise StoreError(f"{where}: the label table holds labels outside the classes")
+    return labels.astype(np.int64)
 
 
 def incomplete_message(spec: StoreSpec, source: object, writer: WriterIdentity | None = None) -> str:

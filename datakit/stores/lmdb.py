@@ -44,6 +44,7 @@ from datakit.errors import (
 )
 from datakit.manifest import KEY_DIGITS, Manifest, Stats, record_key
 from datakit.stores.base import (
+    AppendState,
     CommittedState,
     ConversionSettings,
     PendingRecord,
@@ -55,7 +56,10 @@ from datakit.stores.base import (
     check_option_names,
     check_range,
     incomplete_message,
+    label_table_bytes,
+    label_table_size,
     missing_source_message,
+    parse_label_table,
     stats_fit,
 )
 from datakit.stores.dirlock import LOCK_NAME, DirectoryLock, lock_holder
@@ -217,7 +221,7 @@ class LMDBReader(StoreReader):
             raise
 
     def _load_manifest(self) -> Manifest:
-        with self._env.begin() as txn:
+        with self._begin() as txn:
             raw = txn.get(_MANIFEST)
             progress = txn.get(_PROGRESS)
             foreign = _is_foreign(txn)
@@ -236,19 +240,28 @@ class LMDBReader(StoreReader):
     def manifest(self) -> Manifest:
         return self._manifest
 
+    def _begin(self) -> lmdb.Transaction[bytes]:
+        """A read transaction; after an append grew the file past this process's map, the
+        map is widened to the file's first (old records never move, so the view holds)."""
+        try:
+            return self._env.begin()
+        except lmdb.MapResizedError:
+            self._env.set_mapsize(0)  # LMDB's word for "adopt the size the writer set"
+            return self._env.begin()
+
     def labels(self) -> np.ndarray:
-        with self._env.begin() as txn:
+        with self._begin() as txn:
             raw = txn.get(_LABELS)
-        if raw is None or len(raw) % 4 or len(raw) // 4 != self._manifest.length:
-            raise StoreError(f"{self.spec.path}: the label table does not match the manifest")
-        labels = np.frombuffer(raw, dtype="<i4")
-        if len(labels) and (labels.min() < 0 or labels.max() >= len(self._manifest.classes)):
-            raise StoreError(f"{self.spec.path}: the label table holds labels outside the classes")
-        return labels.astype(np.int64)
+            now = txn.get(_LEN)
+        size = label_table_size(self._manifest)
+        if raw is not None and len(raw) > size and now is not None and now.isdigit() \
+                and int(now) > self._manifest.length:  # an append grew the store since this reader opened
+            raw = raw[:size]
+        return parse_label_table(None if raw is None else bytes(raw), self._manifest, self.spec.path)
 
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
         records = []
-        with self._env.begin() as txn:
+        with self._begin() as txn:
             for index in indices:
                 key = record_key(index)
                 value = txn.get(key.encode("ascii"))
@@ -258,12 +271,14 @@ class LMDBReader(StoreReader):
         return records
 
     def iter_records(self) -> Iterator[tuple[int, bytes]]:
-        with self._env.begin() as txn:
+        with self._begin() as txn:
             for key, value in _record_range(txn):
+                if int(key) >= self._manifest.length:
+                    return  # appended after this reader's manifest (or being appended now)
                 yield int(key), value
 
     def source_paths(self, indices: Sequence[int]) -> list[str]:
-        with self._env.begin() as txn:
+        with self._begin() as txn:
             keys = [_SOURCE_PREFIX + record_key(i).encode("ascii") for i in indices]
             values = [txn.get(key) for key in keys]
         return [_decode_source(value, key, self.spec.path)[1] if value else "?"
@@ -272,7 +287,7 @@ class LMDBReader(StoreReader):
     def source_path_range(self, start: int, stop: int) -> list[str]:
         check_range(start, stop, self._manifest.length)
         paths: list[str] = []
-        with self._env.begin() as txn:
+        with self._begin() as txn:
             cursor = txn.cursor()
             if start < stop and cursor.set_range(_SOURCE_PREFIX + record_key(start).encode("ascii")):
                 for key, value in cursor:
@@ -409,6 +424,45 @@ class LMDBWriter(StoreWriter):
         self._conversion = state.settings
         return state
 
+    def append_state(self) -> AppendState:
+        path = self.spec.path
+        if not self.spec.is_lmdb_store():
+            raise StoreError(f"{path} is not a datakit store (it has no data.mdb), so there is nothing to "
+                             "append to; convert into it without --append first")
+        env = self._open()
+        with env.begin() as txn:
+            raw, progress, table = txn.get(_MANIFEST), txn.get(_PROGRESS), txn.get(_LABELS)
+            sources, labels = self._read_sources(txn)
+        if raw is None:
+            raise StoreError(f"{path} is not a complete store; finish it with --resume before appending")
+        manifest = Manifest.from_json(raw, path)
+        interrupted = _parse_progress(progress, path) if progress is not None else None
+        length = interrupted.stats.length if interrupted is not None else manifest.length
+        classes = len(interrupted.settings.classes if interrupted is not None else manifest.classes)
+        if len(sources) != length or not all(0 <= label < classes for label in labels):
+            against = "append progress" if interrupted else "manifest"
+            raise StoreError(f"{path}: the stored records disagree with the {against}; "
+                             "reconvert with --overwrite")
+        size = label_table_size(manifest)
+        return AppendState(manifest, parse_label_table(None if table is None else bytes(table)[:size],
+                                                       manifest, path), sources, labels, interrupted)
+
+    def _read_sources(self, txn: lmdb.Transaction[bytes]) -> tuple[list[str], list[int]]:
+        sources, labels = [], []
+        cursor = txn.cursor()
+        if cursor.set_range(_SOURCE_PREFIX):
+            for key, value in cursor:
+                if not key.startswith(_SOURCE_PREFIX):
+                    break
+                label, source = _decode_source(bytes(value), bytes(key), self.spec.path)
+                labels.append(label)
+                sources.append(source)
+        return sources, labels
+
+    def begin_append(self, settings: ConversionSettings) -> None:
+        self._open()
+        self._conversion = settings
+
     def commit(self, records: Sequence[PendingRecord], stats: Stats) -> None:
         settings = self._conversion
         if settings is None:
@@ -426,7 +480,7 @@ class LMDBWriter(StoreWriter):
 
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         def put_manifest(txn: lmdb.Transaction) -> None:
-            txn.put(_LABELS, np.asarray(labels, dtype="<i4").tobytes())
+            txn.put(_LABELS, label_table_bytes(labels))
             txn.put(_LEN, str(manifest.length).encode("ascii"))
             txn.put(_KEYS, json.dumps(manifest.keys).encode("ascii"))
             txn.put(_MANIFEST, manifest.to_json())
@@ -462,6 +516,11 @@ class LMDBWriter(StoreWriter):
                 self._env = lmdb.open(self.spec.path, map_size=max(_INITIAL_MAP_SIZE, 2 * size),
                                       max_dbs=0, readahead=False, meminit=False, metasync=False)
             except lmdb.Error as exc:
+                if "already open in this process" in str(exc):  # LMDB allows one environment per process
+                    raise StoreError(
+                        f"{self.spec.path} is open for reading in this process (a dataset that read "
+                        "from it); close it (dataset.close()) or write the store from another process"
+                    ) from None
                 raise StoreError(
                     f"{self.spec.path}: cannot open the LMDB environment for writing ({exc})"
                 ) from None

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from datakit.manifest import record_key
-from datakit.stores.base import PendingRecord
+from datakit.stores.base import PendingRecord, label_table_bytes
 
 __all__ = [
     "META_COLLECTION",
@@ -113,19 +113,21 @@ def sample_document(record: PendingRecord, gridfs_id: Any = None) -> dict[str, A
 
 
 def label_parts(collection: str, labels: np.ndarray) -> Iterator[dict[str, Any]]:
-    """The label documents for ``labels`` (at least one, even when empty)."""
+    """The label documents for ``labels`` (at least one, even when empty): the bytes of
+    :func:`~datakit.stores.base.label_table_bytes`, 4 MiB per part."""
     from bson import Binary
 
-    raw = np.asarray(labels, dtype="<i4")
-    count = max(1, -(-len(raw) // LABELS_PER_PART))
+    raw = label_table_bytes(labels)
+    size = LABELS_PER_PART * _INT32.size
+    count = max(1, -(-len(raw) // size))
     for part in range(count):
-        chunk = raw[part * LABELS_PER_PART:(part + 1) * LABELS_PER_PART]
         yield {"_id": labels_id(collection, part), "collection": collection, "kind": "labels",
-               "part": part, "labels": Binary(chunk.tobytes())}
+               "part": part, "labels": Binary(raw[part * size:(part + 1) * size])}
 
 
 def join_label_parts(documents: list[dict[str, Any]]) -> bytes | None:
-    """The int32 label table from its documents; ``None`` when parts are missing or malformed."""
+    """The label table's bytes from its documents; ``None`` when parts are missing or malformed
+    (:func:`~datakit.stores.base.parse_label_table` checks the size)."""
     numbers = [document.get("part") for document in documents]
     if not all(isinstance(number, int) and not isinstance(number, bool) for number in numbers):
         return None
@@ -133,6 +135,6 @@ def join_label_parts(documents: list[dict[str, Any]]) -> bytes | None:
     if [document["part"] for document in parts] != list(range(len(parts))):
         return None
     chunks = [document.get("labels") for document in parts]
-    if not all(isinstance(chunk, (bytes, bytearray)) and len(chunk) % _INT32.size == 0 for chunk in chunks):
+    if not all(isinstance(chunk, (bytes, bytearray)) for chunk in chunks):
         return None
     return b"".join(bytes(chunk) for chunk in chunks)  # type: ignore[arg-type]

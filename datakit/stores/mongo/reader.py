@@ -16,7 +16,14 @@ import numpy as np
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.manifest import Manifest, record_key
-from datakit.stores.base import StoreReader, check_range, incomplete_message, missing_source_message
+from datakit.stores.base import (
+    StoreReader,
+    check_range,
+    incomplete_message,
+    label_table_size,
+    missing_source_message,
+    parse_label_table,
+)
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.layout import (
     GRIDFS_BUCKET,
@@ -107,12 +114,18 @@ class MongoReader(StoreReader):
         documents = self._connection.call(
             lambda: list(self._meta().find({"collection": collection, "kind": "labels"})))
         raw = join_label_parts(documents)
-        labels = np.frombuffer(raw or b"", dtype="<i4")
-        if raw is None or len(labels) != self._manifest.length:
-            raise StoreError(f"{where}: the label table does not match the manifest")
-        if len(labels) and (labels.min() < 0 or labels.max() >= len(self._manifest.classes)):
-            raise StoreError(f"{where}: the label table holds labels outside the classes")
-        return labels.astype(np.int64)
+        size = label_table_size(self._manifest)
+        if raw is not None and len(raw) > size and self._grown():
+            raw = raw[:size]  # an append is adding records after this reader's view
+        return parse_label_table(raw, self._manifest, where)
+
+    def _grown(self) -> bool:
+        """Whether an append is growing the store, or grew it since this reader opened."""
+        collection = self.spec.collection
+        progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
+        manifest = self._connection.call(lambda: self._meta().find_one({"_id": manifest_id(collection)}))
+        length = manifest.get("length") if isinstance(manifest, dict) else None
+        return progress is not None or (isinstance(length, int) and length > self._manifest.length)
 
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
         wanted = [int(index) for index in indices]

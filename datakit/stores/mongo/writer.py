@@ -27,12 +27,15 @@ import numpy as np
 from datakit.errors import DestinationExistsError, StoreBusyError, StoreError
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.stores.base import (
+    AppendState,
     CommittedState,
     ConversionSettings,
     PendingRecord,
     StoreWriter,
     WriterIdentity,
     busy_message,
+    label_table_size,
+    parse_label_table,
     stats_fit,
 )
 from datakit.stores.mongo.connection import MongoConnection, uri_options
@@ -41,6 +44,7 @@ from datakit.stores.mongo.layout import (
     INLINE_LIMIT,
     META_COLLECTION,
     decode_source,
+    join_label_parts,
     label_parts,
     lease_id,
     manifest_id,
@@ -195,6 +199,40 @@ class MongoWriter(StoreWriter):
         self._resumed_at = committed
         return state
 
+    def append_state(self) -> AppendState:
+        collection = self.spec.collection
+        document = self._find_meta(manifest_id(collection))
+        raw = document.get("manifest") if document is not None else None
+        if not isinstance(raw, str):
+            raise StoreError(f"{self._where} is not a complete store; convert into it (or finish it with "
+                             "--resume) before appending")
+        manifest = Manifest.from_json(raw.encode("utf-8"), self._where)
+        progress = self._find_meta(progress_id(collection))
+        interrupted = None
+        committed, classes = manifest.length, len(manifest.classes)
+        if progress is not None:
+            settings = ConversionSettings.from_dict(progress.get("settings"))
+            count = progress.get("committed")
+            if settings is None or not _is_int(count):
+                raise StoreError(f"{self._where} has no readable append progress; reconvert with --overwrite")
+            stats = Stats.from_dict(progress.get("stats"), self._where)
+            if stats.length != count or not stats_fit(stats, settings) or count < manifest.length:
+                raise StoreError(f"{self._where}: the append progress disagrees with itself; "
+                                 "reconvert with --overwrite")
+            interrupted = CommittedState(settings, stats)
+            committed, classes = count, len(settings.classes)
+        sources, labels = self._read_committed(committed, classes)
+        parts = self._connection.call(
+            lambda: list(self._meta().find({"collection": collection, "kind": "labels"})))
+        table = join_label_parts(parts)
+        size = label_table_size(manifest)
+        self._resumed_at = committed  # documents past it are a batch an interrupted append left
+        return AppendState(manifest, parse_label_table(None if table is None else table[:size], manifest,
+                                                       self._where), sources, labels, interrupted)
+
+    def begin_append(self, settings: ConversionSettings) -> None:
+        self._conversion = settings
+
     def _discard_uncommitted_once(self) -> None:
         if self._resumed_at is not None:
             self._discard_uncommitted(self._resumed_at)
@@ -278,14 +316,25 @@ class MongoWriter(StoreWriter):
     def _put_meta(self, document: dict[str, Any]) -> None:
         self._meta().replace_one({"_id": document["_id"]}, document, upsert=True)
 
+    def _set_meta(self, document: dict[str, Any]) -> None:
+        """Like :meth:`_put_meta` for a document whose fields are all replaced (``$set``: some
+        servers, nx-27017 among them, cannot replace a document holding binary data)."""
+        fields = {name: value for name, value in document.items() if name != "_id"}
+        self._meta().update_one({"_id": document["_id"]}, {"$set": fields}, upsert=True)
+
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         collection = self.spec.collection
         call = self._connection.call
         self._confirm_lease()
         self._discard_uncommitted_once()
-        call(lambda: self._meta().delete_many({"collection": collection, "kind": "labels"}))
+        # Parts are replaced in place, then any beyond the new table removed: a label table
+        # only grows by an append, so a reader of the old manifest always finds its labels.
+        count = 0
         for document in label_parts(collection, labels):
-            call(functools.partial(self._put_meta, document))
+            call(functools.partial(self._set_meta, document))
+            count += 1
+        call(lambda: self._meta().delete_many({"collection": collection, "kind": "labels",
+                                                "part": {"$gte": count}}))
         manifest_document = {"_id": manifest_id(collection), "collection": collection, "kind": "manifest",
                              "manifest": manifest.to_json().decode("utf-8"),
                              "length": manifest.length, "keys": manifest.keys}

@@ -1,0 +1,220 @@
+"""``datakit convert SRC DEST --append``: growing a complete store, crash-safe, on both backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import datakit
+from datakit.cli import cli
+from datakit.errors import ConversionError
+from datakit.stores import resolve_store
+from datakit.synthetic import make_image_folder
+from tests.conftest import source_files
+
+PAUSING_APPEND = """
+import sys, datakit
+src, dest, collection, mode = sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[5]
+stop_at = int(sys.argv[4])
+def progress(done, total):
+    if done == stop_at:
+        print("paused", flush=True)
+        sys.stdin.readline()  # blocks until the test kills this process, or says go on
+datakit.convert(src, dest, collection=collection, append=True, workers=1, commit_every=2, progress=progress,
+                labels=None if mode == "folder" else mode)
+print("finished", flush=True)
+"""
+
+
+class Store:
+    """One store location on one backend, as the tests need it."""
+
+    def __init__(self, location: str, collection: str | None) -> None:
+        self.location, self.collection = location, collection
+
+    def convert(self, src: Path, **options: Any) -> datakit.ConversionReport:
+        return datakit.convert(src, self.location, collection=self.collection, workers=1, **options)
+
+    def dataset(self, **options: Any) -> datakit.StoreDataset:
+        if self.collection is None:
+            return datakit.LMDBDataset(self.location, output="bytes", **options)
+        return datakit.MongoDataset(self.location, self.collection, output="bytes", **options)
+
+    def records(self) -> list[bytes]:
+        with resolve_store(self.location, {"collection": self.collection} if self.collection else {}) \
+                .open_reader() as reader:
+            return reader.get_many(range(len(reader)))
+
+    def start_append(self, src: Path, stop_at: int, mode: str = "folder") -> subprocess.Popen[str]:
+        command = [sys.executable, "-c", PAUSING_APPEND, str(src), self.location, self.collection or "",
+                   str(stop_at), mode]
+        short_lease = {**os.environ, "DATAKIT_MONGO_LEASE_SECONDS": "2"}  # a killed writer's lease expires
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                   env=short_lease)
+        assert process.stdout is not None and process.stdout.readline().strip() == "paused"
+        return process
+
+
+    def wait_for_no_writer(self) -> None:
+        """A killed MongoDB writer holds its lease until it expires (tests/test_writer_lock.py)."""
+        deadline = time.monotonic() + 60
+        while True:
+            with resolve_store(self.location, {"collection": self.collection} if self.collection else {}) \
+                    .open_writer() as writer:
+                if writer.running_writer() is None:
+                    return
+            assert time.monotonic() < deadline, "the killed writer's lease never expired"
+            time.sleep(0.1)  # pacing the poll, not synchronisation
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    process.stdin.close()  # type: ignore[union-attr]
+    process.stdout.close()  # type: ignore[union-attr]
+
+
+@pytest.fixture(params=["lmdb", "mongodb"])
+def store(request, tmp_path) -> Store:
+    if request.param == "lmdb":
+        return Store(str(tmp_path / "store.lmdb"), None)
+    location = request.getfixturevalue("mongo_store_location")
+    return Store(location["uri"], location["collection"])
+
+
+def grow(folder: Path) -> list[str]:
+    """Add images to ``folder``: more cats, and a new class ``ant``; the new relative paths."""
+    before = set(source_files(folder))
+    make_image_folder(folder / "_new", classes=("ant", "cat"), per_class=5, size=(40, 30), seed=7)
+    for path in (folder / "_new").rglob("*.jpg"):
+        target = folder / path.parent.name / ("new_" + path.name)
+        target.parent.mkdir(exist_ok=True)
+        shutil.move(path, target)
+    shutil.rmtree(folder / "_new")
+    return [path for path in source_files(folder) if path not in before]
+
+
+def test_an_append_adds_only_new_images_and_changes_nothing_stored(store, fresh_folder):
+    store.convert(fresh_folder)
+    before, old = store.records(), store.dataset()
+    added = grow(fresh_folder)
+    report = store.convert(fresh_folder, append=True)
+    assert report.written == len(added) == 10 and report.appended_to == 24 and report.total == 34
+    assert store.records()[:24] == before  # byte for byte
+    grown = store.dataset()
+    assert grown.classes == ["bird", "cat", "dog", "ant"]  # the new class last: no longer sorted
+    assert grown.class_to_idx["ant"] == 3
+    assert grown.targets[:24].tolist() == old.targets.tolist()
+    assert sorted(grown.source_path(i).split("/", len(str(fresh_folder).split("/")))[-1]
+                  for i in range(24, 34)) == sorted(added)
+    assert all(grown.targets[i] == grown.class_to_idx[grown.source_path(i).split("/")[-2]] for i in range(34))
+    assert [grown[i][0] for i in range(24, 34)] == [
+        Path(grown.source_path(i)).read_bytes() for i in range(24, 34)]
+    (entry,) = grown.manifest.appends
+    assert entry["added"] == 10 and entry["source"] == str(fresh_folder)
+    assert grown.manifest.stats.class_counts == [8, 13, 8, 5]
+    grown.close()  # LMDB opens a store once per process: a reader here would block the writer
+    again = store.convert(fresh_folder, append=True)
+    assert again.written == 0 and again.total == 34
+    assert len(store.dataset().manifest.appends) == 1  # nothing appended, nothing recorded
+
+
+@pytest.mark.parametrize("stop_at", [1, 4, 9])
+def test_an_append_killed_at_any_point_leaves_the_store_as_it_was_and_finishes(store, fresh_folder, stop_at):
+    store.convert(fresh_folder)
+    before = store.records()
+    added = grow(fresh_folder)
+    kill(store.start_append(fresh_folder, stop_at))
+    reader = store.dataset()  # opened after the kill: the store as it was
+    assert len(reader) == 24 and reader.classes == ["bird", "cat", "dog"]
+    assert store.records() == before
+    reader.close()
+    store.wait_for_no_writer()
+    report = store.convert(fresh_folder, resume=stop_at == 4, append=stop_at != 4)  # either finishes it
+    assert report.total == 34
+    grown = store.dataset()
+    assert store.records()[:24] == before and len(grown) == 34
+    stored = [grown.source_path(i)[len(str(fresh_folder)) + 1:] for i in range(34)]
+    assert sorted(stored[24:]) == sorted(added) and len(set(stored)) == 34  # each image exactly once
+    assert len(grown.manifest.appends) == 1 and grown.manifest.appends[0]["added"] == 10
+
+
+def test_a_reader_open_during_an_append_keeps_its_view(store, fresh_folder):
+    store.convert(fresh_folder)
+    old = store.dataset()
+    before = [old[i][0] for i in range(24)]  # opened and read before the append
+    grow(fresh_folder)
+    process = store.start_append(fresh_folder, 6)  # 4 records committed, the append paused
+    try:
+        during = store.dataset()
+        assert len(during) == 24 and [during[i][0] for i in range(24)] == before
+        assert process.stdin is not None
+        process.stdin.write("go on\n")
+        process.stdin.flush()
+        assert process.stdout is not None and process.stdout.readline().strip() == "finished"
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.communicate()  # reaps it and closes its pipes
+    for reader in (old, during):  # both keep the store they opened
+        assert len(reader) == 24 and [reader[i][0] for i in range(24)] == before
+        assert reader.targets.tolist() == [label for label in range(3) for _ in range(8)]
+        with pytest.raises(IndexError):
+            reader[24]
+    assert len(store.dataset()) == 34
+
+
+def test_an_append_from_a_label_file_and_a_multi_label_append(tmp_path, fresh_folder):
+    labels = tmp_path / "labels.jsonl"
+    names = source_files(fresh_folder)
+    labels.write_text("".join(json.dumps({"path": name, "label": ["a", "b"][index % 2]}) + "\n"
+                              for index, name in enumerate(names[:6])))
+    datakit.convert(fresh_folder, tmp_path / "single", labels=labels, workers=1)
+    more = tmp_path / "more.csv"
+    more.write_text("path,label\n" + "".join(f"{name},c\n" for name in names[4:9]))
+    report = datakit.convert(fresh_folder, tmp_path / "single", labels=more, append=True, workers=1)
+    assert report.written == 3  # names[4] and names[5] are held already
+    dataset = datakit.LMDBDataset(tmp_path / "single")
+    assert dataset.classes == ["a", "b", "c"] and dataset.targets.tolist() == [0, 1, 0, 1, 0, 1, 2, 2, 2]
+    assert dataset.manifest.appends[0]["label_file"] == str(more)
+
+    multi = tmp_path / "multi.csv"
+    multi.write_text("path,label\n" + "".join(f"{name},x;y\n" for name in names[:3]))
+    datakit.convert(fresh_folder, tmp_path / "multi", labels=multi, workers=1)
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text("".join(json.dumps({"path": name, "label": ["y"]}) + "\n" for name in names[2:5]))
+    datakit.convert(fresh_folder, tmp_path / "multi", labels=extra, append=True, workers=1)
+    grown = datakit.LMDBDataset(tmp_path / "multi")
+    assert grown.targets.tolist() == [[1, 1], [1, 1], [1, 1], [0, 1], [0, 1]]
+    assert grown.targets.dtype == np.uint8
+    new_class = tmp_path / "new.jsonl"
+    new_class.write_text(json.dumps({"path": names[9], "label": ["z"]}) + "\n")
+    with pytest.raises(ConversionError, match="cannot add the classes"):
+        datakit.convert(fresh_folder, tmp_path / "multi", labels=new_class, append=True, workers=1)
+    assert len(datakit.LMDBDataset(tmp_path / "multi")) == 5
+
+
+def test_the_cli_appends_and_inspect_shows_the_history(tmp_path, fresh_folder):
+    store = tmp_path / "s"
+    assert CliRunner().invoke(cli, ["convert", str(fresh_folder), str(store), "-j", "1"]).exit_code == 0
+    grow(fresh_folder)
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(store), "--append", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert "appended 10 images" in result.output and "24 before, 34 now" in result.output
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(store), "--append", "-j", "1"])
+    assert "nothing to append" in result.output
+    result = CliRunner().invoke(cli, ["inspect", str(store)])
+    assert result.exit_code == 0 and "appended    10 image(s) on " in result.output
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(store), "--append", "--overwrite"])
+    assert result.exit_code == 2 and "exclude each other" in result.output

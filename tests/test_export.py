@@ -1,0 +1,95 @@
+"""``datakit export STORE DIR``: every record back as a file; convert the export, same records."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+import datakit
+from datakit.cli import cli
+from datakit.errors import CorruptRecordError, ExportError
+from datakit.stores import resolve_store
+from tests.conftest import source_files
+
+
+def records(location: str, collection: str | None = None) -> list[bytes]:
+    with resolve_store(location, {"collection": collection} if collection else {}).open_reader() as reader:
+        return reader.get_many(range(len(reader)))
+
+
+def test_an_encoded_store_exports_and_converts_back_byte_for_byte(image_folder, lmdb_store, tmp_path):
+    report = datakit.export(lmdb_store, tmp_path / "out")
+    assert report.written == 24 and report.label_file == ""
+    assert source_files(tmp_path / "out") == source_files(image_folder)
+    assert all((tmp_path / "out" / name).read_bytes() == (image_folder / name).read_bytes()
+               for name in source_files(image_folder))
+    datakit.convert(tmp_path / "out", tmp_path / "again.lmdb", workers=1)
+    assert records(str(tmp_path / "again.lmdb")) == records(str(lmdb_store))
+
+
+def test_a_mongodb_store_exports_too(image_folder, mongo_store_location, tmp_path):
+    location = mongo_store_location
+    datakit.convert(image_folder, location["uri"], collection=location["collection"], workers=1)
+    report = datakit.export(location["uri"], tmp_path / "out", collection=location["collection"])
+    assert report.written == 24 and source_files(tmp_path / "out") == source_files(image_folder)
+    datakit.convert(tmp_path / "out", tmp_path / "again.lmdb", workers=1)
+    assert records(str(tmp_path / "again.lmdb")) == records(location["uri"], location["collection"])
+
+
+def test_a_raw_store_exports_png_pixels(image_folder, tmp_path):
+    datakit.convert(image_folder, tmp_path / "raw.lmdb", format="raw", workers=1)
+    datakit.export(tmp_path / "raw.lmdb", tmp_path / "out")
+    names = [name.rsplit(".", 1)[0] + ".png" for name in source_files(image_folder)]
+    assert source_files(tmp_path / "out") == names
+    dataset = datakit.LMDBDataset(tmp_path / "raw.lmdb", output="numpy")
+    assert all((np.asarray(Image.open(tmp_path / "out" / name)) == dataset[index][0]).all()
+               for index, name in enumerate(names))
+
+
+def test_a_multi_label_store_exports_its_label_file_and_round_trips(fresh_folder, tmp_path):
+    names = source_files(fresh_folder)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"path": name, "label": ["x", "y"][:1 + index % 2]}) + "\n"
+                              for index, name in enumerate(names[3:12])))
+    datakit.convert(fresh_folder, tmp_path / "m.lmdb", labels=labels, workers=1)
+    report = datakit.export(tmp_path / "m.lmdb", tmp_path / "out")
+    assert report.written == 9 and report.label_file == str(tmp_path / "out" / "labels.jsonl")
+    datakit.convert(tmp_path / "out", tmp_path / "again.lmdb", labels=report.label_file, workers=1)
+    assert records(str(tmp_path / "again.lmdb")) == records(str(tmp_path / "m.lmdb"))
+    assert (datakit.LMDBDataset(tmp_path / "again.lmdb").targets
+            == datakit.LMDBDataset(tmp_path / "m.lmdb").targets).all()
+
+
+def test_an_export_refuses_a_folder_that_is_not_empty(lmdb_store, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not an empty folder"):
+        datakit.export(lmdb_store, tmp_path / "out")
+    assert source_files(tmp_path / "out") == ["keep.txt"]
+    result = CliRunner().invoke(cli, ["export", str(lmdb_store), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "not an empty folder" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_export_stops_at_a_corrupt_record_naming_it(image_folder, tmp_path):
+    import lmdb
+
+    datakit.convert(image_folder, tmp_path / "s.lmdb", workers=1)
+    with lmdb.open(str(tmp_path / "s.lmdb")) as env, env.begin(write=True) as txn:
+        data = bytearray(txn.get(b"0000000005"))
+        data[-1] ^= 0xFF
+        txn.put(b"0000000005", bytes(data))
+    with pytest.raises(CorruptRecordError, match="0000000005"):
+        datakit.export(tmp_path / "s.lmdb", tmp_path / "out")
+
+
+def test_the_cli_exports_and_counts(lmdb_store, tmp_path):
+    result = CliRunner().invoke(cli, ["export", str(lmdb_store), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "exported 24 images" in result.output and "every checksum verified" in result.output
+    result = CliRunner().invoke(cli, ["export", str(lmdb_store), str(tmp_path / "j"), "--json"])
+    assert json.loads(result.output)["written"] == 24

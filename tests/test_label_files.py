@@ -1,0 +1,180 @@
+"""``datakit convert --labels FILE``: images and labels from a CSV or JSON Lines file."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import datakit
+from datakit.cli import cli
+from datakit.errors import ConversionError, LabelFileError
+from tests.helpers import stored_sources
+
+# Labels across the class folders: the folder names say nothing here.
+ROWS = [
+    ("dog/dog_0003.jpg", "indoor"),
+    ("bird/bird_0000.jpg", "outdoor"),
+    ("cat/cat_0001.jpg", "indoor"),
+    ("cat/cat_0005.jpg", "night"),
+    ("bird/bird_0002.jpg", "outdoor"),
+    ("dog/dog_0007.jpg", "night"),
+]
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(str(path.relative_to(folder)).replace("\\", "/") for path in folder.rglob("*.jpg"))
+
+
+def write_csv(path: Path, rows: list[tuple[str, str]], header: str = "path,label") -> Path:
+    path.write_text(header + "\n" + "".join(f"{name},{label}\n" for name, label in rows))
+    return path
+
+
+def write_jsonl(path: Path, rows: list[tuple[str, str]]) -> Path:
+    path.write_text("".join(json.dumps({"path": name, "label": label}) + "\n" for name, label in rows))
+    return path
+
+
+@pytest.fixture
+def rows(fresh_folder: Path) -> list[tuple[str, str]]:
+    files = _names(fresh_folder)
+    # the fixture's names, whatever their pattern: pick six files from the three folders
+    chosen = [files[19], files[0], files[9], files[13], files[2], files[23]]
+    return [(name, label) for name, (_, label) in zip(chosen, ROWS, strict=True)]
+
+
+@pytest.mark.parametrize("write", [write_csv, write_jsonl], ids=["csv", "jsonl"])
+def test_a_label_file_gives_the_images_their_labels_in_its_order(fresh_folder, tmp_path, rows, write):
+    label_file = write(tmp_path / ("labels.csv" if write is write_csv else "labels.jsonl"), rows)
+    report = datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)
+    assert report.written == report.total == len(rows) and not report.skipped
+    assert len(report.unlisted) == len(_names(fresh_folder)) - len(rows)
+    assert report.label_file == str(label_file)
+    dataset = datakit.LMDBDataset(tmp_path / "s", output="bytes")
+    assert dataset.classes == ["indoor", "night", "outdoor"]
+    assert dataset.targets.tolist() == [dataset.class_to_idx[label] for _, label in rows]
+    assert stored_sources(tmp_path / "s") == [name for name, _ in rows]
+    assert [dataset[i][0] for i in range(len(rows))] == [(fresh_folder / name).read_bytes()
+                                                         for name, _ in rows]
+    summary = datakit.inspect(tmp_path / "s")
+    assert summary["label_file"] == str(label_file) and summary["unlisted"] == len(report.unlisted)
+    assert summary["label_kind"] == "single"
+
+
+def test_rows_whose_file_is_missing_or_broken_are_skipped_and_listed(fresh_folder, tmp_path, rows):
+    (fresh_folder / "cat" / "broken.jpg").write_bytes(b"not a jpeg at all")
+    label_file = write_csv(tmp_path / "labels.csv",
+                           [*rows[:2], ("cat/gone.jpg", "indoor"), ("cat/broken.jpg", "night"), *rows[2:]])
+    report = datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)
+    assert report.written == len(rows)
+    assert [item.path for item in report.skipped] == ["cat/gone.jpg", "cat/broken.jpg"]
+    assert stored_sources(tmp_path / "s") == [name for name, _ in rows]
+    listed = [item["path"] for item in datakit.inspect(tmp_path / "s", skipped=True)["skipped_files"]]
+    assert "cat/gone.jpg" in listed and "cat/broken.jpg" in listed
+
+
+def test_label_files_work_on_mongodb(fresh_folder, tmp_path, rows, mongo_store_location):
+    location = mongo_store_location
+    label_file = write_jsonl(tmp_path / "labels.jsonl", rows)
+    report = datakit.convert(fresh_folder, location["uri"], collection=location["collection"],
+                             labels=label_file, workers=1)
+    assert report.total == len(rows)
+    dataset = datakit.MongoDataset(location["uri"], location["collection"], output="bytes")
+    assert dataset.classes == ["indoor", "night", "outdoor"]
+    assert dataset.targets.tolist() == [dataset.class_to_idx[label] for _, label in rows]
+    assert [dataset[i][0] for i in range(len(rows))] == [(fresh_folder / name).read_bytes()
+                                                         for name, _ in rows]
+
+
+@pytest.mark.parametrize(("name", "content", "line", "words"), [
+    ("labels.csv", "file,class\na.jpg,x\n", 1, "header 'path,label'"),
+    ("labels.csv", "", 1, "header 'path,label'"),
+    ("labels.csv", "path,label\ncat/a.jpg,x\ncat/b.jpg,x,extra\n", 3, "expected 2 fields"),
+    ("labels.csv", "path,label\ncat/a.jpg,x\n../outside.jpg,x\n", 3, "climbs out"),
+    ("labels.csv", "path,label\n/etc/a.jpg,x\n", 2, "absolute"),
+    ("labels.csv", "path,label\ncat/a.jpg,x\ncat/b.jpg,y\n./cat/a.jpg,y\n", 4, "already listed on line 2"),
+    ("labels.csv", "path,label\ncat/a.jpg,\n", 2, "empty class name"),
+    ("labels.jsonl", '{"path": "cat/a.jpg", "label": "x"}\n{"path": "cat/b.jpg", "label": \n', 2,
+     "not valid JSON"),
+    ("labels.jsonl", '{"path": "cat/a.jpg"}\n', 1, '"path" and "label"'),
+    ("labels.jsonl", '{"path": "cat/a.jpg", "label": 3}\n', 1, "class name"),
+    ("labels.jsonl", '{"path": "cat/a.jpg", "label": "x"}\n{"path": "cat/a.jpg", "label": "y"}\n', 2,
+     "already listed"),
+])
+def test_a_malformed_label_file_is_refused_naming_file_and_line(fresh_folder, tmp_path, name, content, line,
+                                                                 words):
+    label_file = tmp_path / name
+    label_file.write_text(content)
+    with pytest.raises(LabelFileError) as caught:
+        datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)
+    assert f"{label_file}:{line}: " in str(caught.value) and words in str(caught.value)
+    assert not (tmp_path / "s").exists()  # refused before anything was written
+
+
+def test_the_cli_takes_labels_and_reports_a_malformed_file_in_one_line(fresh_folder, tmp_path, rows):
+    label_file = write_csv(tmp_path / "labels.csv", rows)
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(tmp_path / "s"), "--labels",
+                                      str(label_file), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {len(rows)} images" in result.output and f"labels from {label_file}" in result.output
+    assert f"ignored {len(_names(fresh_folder)) - len(rows)} image(s)" in result.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"path": "cat/a.jpg", "label": "x"}\nnot json\n')
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(tmp_path / "t"),
+                                      "--labels", str(bad)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip().count("\n") == 0 and f"{bad}:2: not valid JSON" in result.output
+
+
+def test_the_inspect_output_names_the_label_file(fresh_folder, tmp_path, rows):
+    label_file = write_csv(tmp_path / "labels.csv", rows)
+    datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
+    assert f"single-label, from {label_file} (18 image(s)" in result.output
+    folder_store = tmp_path / "f"
+    datakit.convert(fresh_folder, folder_store, workers=1)
+    result = CliRunner().invoke(cli, ["inspect", str(folder_store)])
+    assert "single-label, from the class folders" in result.output
+
+
+PAUSING = """
+import sys, datakit
+stop_at = int(sys.argv[3])
+def progress(done, total):
+    if done == stop_at:
+        print("paused", flush=True)
+        sys.stdin.readline()  # blocks until the test kills this process
+datakit.convert(sys.argv[1], sys.argv[2], labels=sys.argv[4], workers=1, commit_every=2, progress=progress)
+"""
+
+
+def kill_labelled_conversion_at(src: Path, dest: Path, label_file: Path, stop_at: int) -> None:
+    """Run a ``labels=`` conversion in a real process and SIGKILL it after ``stop_at`` images."""
+    command = [sys.executable, "-c", PAUSING, str(src), str(dest), str(stop_at), str(label_file)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None and process.stdout.readline().strip() == "paused"
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            process.kill()
+
+
+def test_a_killed_labelled_conversion_resumes_only_with_the_same_file(fresh_folder, tmp_path, rows):
+    label_file = write_csv(tmp_path / "labels.csv", rows)
+    kill_labelled_conversion_at(fresh_folder, tmp_path / "s", label_file, 4)
+    other = write_csv(tmp_path / "other.csv", list(reversed(rows)))
+    with pytest.raises(ConversionError, match="another label file"):
+        datakit.convert(fresh_folder, tmp_path / "s", labels=other, resume=True, workers=1)
+    with pytest.raises(ConversionError, match="was started with --labels FILE"):
+        datakit.convert(fresh_folder, tmp_path / "s", resume=True, workers=1)
+    report = datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, resume=True, workers=1)
+    assert report.resumed_from >= 2 and report.total == len(rows)
+    assert stored_sources(tmp_path / "s") == [name for name, _ in rows]
