@@ -35,6 +35,7 @@ from datakit.loader.distributed import DistributedSampler, DistributedWeightedSa
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.samplers import (
     BatchSampler,
+    LazyRandomSampler,
     RandomSampler,
     SequentialSampler,
     SubsetRandomSampler,
@@ -53,6 +54,7 @@ _KINDS: dict[type, str] = {
     SequentialSampler: "sequential",
     TorchSequentialSampler: "sequential",
     RandomSampler: "random",
+    LazyRandomSampler: "lazy-random",
     TorchRandomSampler: "random",
     SubsetRandomSampler: "subset-random",
     TorchSubsetRandomSampler: "subset-random",
@@ -67,6 +69,8 @@ _KINDS: dict[type, str] = {
 def _kind(sampler: Any) -> str:
     """``"sequential"``, ``"random"``, ``"distributed"``..., else the class's qualified name."""
     cls = type(sampler)
+    if cls is DistributedSampler and sampler.shuffle == "lazy":
+        return "distributed-lazy"
     return _KINDS.get(cls) or f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -94,9 +98,11 @@ def describe(plan: LoaderPlan) -> dict[str, Any]:
         "drop_last": drop_last,
         "sampler": _kind(sampler),
     }
-    if isinstance(sampler, (ShardedSampler, TorchDistributedSampler)):
+    if isinstance(sampler, (ShardedSampler, TorchDistributedSampler)) and not isinstance(
+        sampler, LazyRandomSampler  # its seed is drawn from the generator, which the state restores
+    ):
         shuffle = getattr(sampler, "shuffle", None)  # DistributedWeightedSampler has none
-        if isinstance(shuffle, bool):
+        if isinstance(shuffle, (bool, str)):
             description["shuffle"] = shuffle
         description["seed"] = int(sampler.seed)
         description["world_size"] = int(sampler.num_replicas)
