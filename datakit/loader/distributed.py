@@ -33,8 +33,10 @@ __all__ = ["ShardedSampler", "DistributedSampler", "DistributedWeightedSampler",
 
 SAMPLER_STATE_VERSION = 1
 
-# Indices a lazy order computes at once: small enough that the first index is immediate.
-_LAZY_CHUNK = 4096
+# Indices a lazy order computes at once: the first chunk small, so that the first index is
+# immediate, the later ones larger, so that numpy's per-call cost is spread thin (about 1 MB each).
+_LAZY_FIRST_CHUNK = 1024
+_LAZY_CHUNK = 16384
 
 
 def distributed_world() -> tuple[int, int]:
@@ -133,11 +135,14 @@ class ShardedSampler(Sampler[int]):
         """This rank's share of ``order[start:]``, padded by wrapping around, a chunk at a time."""
         remaining = self._global_length() - start
         step = self.num_replicas
-        for first in range(self.rank, total, _LAZY_CHUNK * step):
-            slots = np.arange(first, min(first + _LAZY_CHUNK * step, total), step, dtype=np.int64)
+        first, chunk = self.rank, _LAZY_FIRST_CHUNK
+        while first < total:
+            slots = np.arange(first, min(first + chunk * step, total), step, dtype=np.int64)
             for index in order.take(start + slots % remaining).tolist():
                 self._yielded += 1
                 yield index
+            first += chunk * step
+            chunk = _LAZY_CHUNK
 
     def __len__(self) -> int:
         return self.num_samples

@@ -4,7 +4,7 @@ torch's samplers materialise ``randperm(n)`` (and a Python list of it) at
 every epoch start, in every rank: seconds and gigabytes at 10^8 samples.
 :class:`Permutation` instead maps a position to an index with a keyed
 bijection: a balanced Feistel network over the smallest even power of two
-``>= n`` (at least 2^8; 6 rounds of a 64-bit mixing function keyed by round), walked
+``>= n`` (at least 2^8; 6 rounds of keyed multiply-shift hashing), walked
 along its cycles until it lands in ``[0, n)`` ("cycle-walking"). A bijection
 of the larger domain restricted that way is a bijection of ``[0, n)``; the
 domain is at most ``max(4n, 256)``, so a position of a large permutation takes
@@ -73,7 +73,12 @@ class Permutation:
         self.key = key & _MASK64
         self._half = (bits + 1) // 2
         self._mask = (1 << self._half) - 1
-        self._round_keys = tuple(_splitmix(self.key + (r + 1) * _GOLDEN) for r in range(_ROUNDS))
+        # round r: F(right) = ((right ^ a_r) * m_r mod 2^64) >> (64 - half), m_r odd (multiply-shift hashing)
+        self._round_keys = tuple(
+            (_splitmix(self.key + (2 * r + 1) * _GOLDEN), _splitmix(self.key + (2 * r + 2) * _GOLDEN) | 1)
+            for r in range(_ROUNDS)
+        )
+        self._shift = 64 - self._half
         self._table: npt.NDArray[np.int64] | None = None
         if 1 << (2 * self._half) <= TABLE_DOMAIN:
             self._table = self._tabulate()
@@ -92,13 +97,10 @@ class Permutation:
     def __len__(self) -> int:
         return self.n
 
-    def _round(self, right: int, round_key: int) -> int:
-        return _splitmix(right ^ round_key) & self._mask
-
     def _feistel(self, value: int) -> int:
         left, right = value >> self._half, value & self._mask
-        for round_key in self._round_keys:
-            left, right = right, left ^ self._round(right, round_key)
+        for offset, multiplier in self._round_keys:
+            left, right = right, left ^ ((((right ^ offset) * multiplier) & _MASK64) >> self._shift)
         return (left << self._half) | right
 
     def __getitem__(self, position: int) -> int:
@@ -112,16 +114,17 @@ class Permutation:
         return value
 
     def _feistel_array(self, values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-        half = np.uint64(self._half)
-        mask = np.uint64(self._mask)
-        left, right = values >> half, values & mask
-        for round_key in self._round_keys:
-            z = right ^ np.uint64(round_key)
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(_M1)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(_M2)
-            z = z ^ (z >> np.uint64(31))
-            left, right = right, left ^ (z & mask)
-        result: npt.NDArray[np.uint64] = (left << half) | right
+        half, shift = np.uint64(self._half), np.uint64(self._shift)
+        left, right = values >> half, values & np.uint64(self._mask)
+        scratch = np.empty_like(values)
+        for offset, multiplier in self._round_keys:
+            np.bitwise_xor(right, np.uint64(offset), out=scratch)
+            np.multiply(scratch, np.uint64(multiplier), out=scratch)
+            np.right_shift(scratch, shift, out=scratch)
+            np.bitwise_xor(left, scratch, out=left)
+            left, right = right, left
+        np.left_shift(left, half, out=left)
+        result: npt.NDArray[np.uint64] = np.bitwise_or(left, right, out=left)
         return result
 
     def take(self, positions: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -137,8 +140,12 @@ class Permutation:
             return self._table[array]
         values = self._feistel_array(array.astype(np.uint64))
         limit = np.uint64(self.n)
-        walking = np.flatnonzero(values >= limit)
+        walking = np.flatnonzero(values >= limit)  # where the walkers go; their values, compacted:
+        walkers = values[walking]
         while walking.size:
-            values[walking] = self._feistel_array(values[walking])
-            walking = walking[values[walking] >= limit]
+            walkers = self._feistel_array(walkers)
+            inside = walkers < limit
+            values[walking[inside]] = walkers[inside]
+            outside = ~inside
+            walking, walkers = walking[outside], walkers[outside]
         return values.astype(np.int64)
