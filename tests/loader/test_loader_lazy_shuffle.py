@@ -254,6 +254,28 @@ def test_loader_resumes_a_lazy_epoch_exactly(save_workers, load_workers):
     assert following == expected[2]
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_lazy_state_saved_between_epochs_starts_the_next(persistent):
+    def build(seed):
+        return datakit.DataLoader(
+            RangeDataset(47),
+            batch_size=5,
+            shuffle="lazy",
+            generator=seeded(seed),
+            num_workers=2,
+            persistent_workers=persistent,
+        )
+
+    expected = epochs_of(build(1), 3)
+    loader = build(1)
+    epochs_of(loader, 1)
+    state = json.loads(json.dumps(loader.state_dict()))
+    assert state["epoch"] == 1 and state["sampler"] == {"version": 1, "epoch": 1, "start": 0}
+    resumed = build(999)
+    resumed.load_state_dict(state)
+    assert epochs_of(resumed, 2) == expected[1:]
+
+
 def test_loader_resumes_a_lazy_epoch_drawn_from_the_global_rng():
     torch.manual_seed(3)
     expected = epochs_of(lazy_loader(generator_seed=None), 2)
