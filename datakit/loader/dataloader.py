@@ -378,7 +378,7 @@ def _warn_if_large(dataset: Any) -> None:
     """shuffle=True materialises a permutation of the dataset per epoch: say so when that costs seconds."""
     try:
         length = len(dataset)
-    except TypeError:
+    except (TypeError, NotImplementedError):
         return
     if length > LARGE_DATASET:
         warnings.warn(

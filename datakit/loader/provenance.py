@@ -8,15 +8,17 @@ halfway through an epoch would repeat a quarter of it. So a state carries the
 loader's description (:func:`describe`), and :func:`check_fits` refuses a
 loader that differs, naming every difference in one message.
 
-Compared: dataset length, batch size, ``drop_last``, the sampler's kind, and
-the ``seed``, ``shuffle`` and world size of the distributed samplers (their
-order comes from ``seed + epoch``, which the state does not hold). Not
-compared: ``num_workers`` (any count resumes) and generator seeds (the state
-restores the generators' states, so the seed a loader was built with does not
-matter). The sharded samplers of :mod:`datakit.loader.distributed` resume
-elastically: their state is a global position, so the world size and the
-per-rank batch size may change. A state without a description (saved by a
-datakit before it recorded one) is checked for nothing. See ``docs/resume.md``.
+Compared: dataset length, batch size, ``drop_last``, the sampler's kind (a
+``shuffle="lazy"`` order is a kind of its own: ``lazy-random``,
+``distributed-lazy``), and the ``seed``, ``shuffle`` and world size of the
+distributed samplers (their order comes from ``seed + epoch``, which the state
+does not hold). Not compared: ``num_workers`` (any count resumes) and
+generator seeds (the state restores the generators' states, so the seed a
+loader was built with does not matter). The sharded samplers of
+:mod:`datakit.loader.distributed` resume elastically: their state is a global
+position, so the world size and the per-rank batch size may change. A state
+without a description (saved by a datakit before it recorded one) is checked
+for nothing. See ``docs/resume.md``.
 """
 
 from __future__ import annotations
