@@ -6,6 +6,7 @@ Public names are re-exported by :mod:`datakit` (``DataLoader``,
 
 * ``samplers``: index order (torch-identical random draws).
 * ``distributed``: samplers sharding one global order across ranks (elastic).
+* ``permutation``: a keyed permutation of ``[0, n)`` computed on the fly (``shuffle="lazy"``).
 * ``state``: the versioned resume state format.
 * ``provenance``: what a state depends on, and whether a loader can continue it.
 * ``progress``: one pass's taken and delivered batches (pure, no I/O).

@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
@@ -25,11 +25,20 @@ from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, parse_
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.resume import EpochKeeper
-from datakit.loader.samplers import BatchSampler, InfiniteConstantSampler, RandomSampler, SequentialSampler
+from datakit.loader.samplers import (
+    BatchSampler,
+    InfiniteConstantSampler,
+    LazyRandomSampler,
+    RandomSampler,
+    SequentialSampler,
+)
 
 __all__ = ["DataLoader"]
 
 T = TypeVar("T")
+
+# Above this many samples, shuffle=True (a full permutation per epoch) warns and names shuffle="lazy".
+LARGE_DATASET = 10_000_000
 
 # Attributes that cannot change once the loader exists (as in torch).
 _FROZEN_ATTRIBUTES = frozenset(
@@ -47,7 +56,11 @@ class DataLoader(Generic[T]):
         dataset: A map-style dataset (``__getitem__``, ``__len__``, optionally
             ``__getitems__``, called once per batch) or an iterable dataset.
         batch_size: Samples per batch; None turns automatic batching off.
-        shuffle: Visit a map-style dataset in random order.
+        shuffle: Visit a map-style dataset in random order: ``True`` in torch's
+            order (a ``randperm`` of the dataset at every epoch start),
+            ``"lazy"`` in an order computed on the fly from one seed drawn from
+            ``generator`` per epoch (:class:`~datakit.samplers.LazyRandomSampler`:
+            O(1) memory and epoch start, for datasets of 10^7 samples and more).
         sampler: Which indices to visit (excludes ``shuffle``).
         batch_sampler: Which batches of indices to visit (excludes
             ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).
@@ -89,7 +102,7 @@ class DataLoader(Generic[T]):
         self,
         dataset: Dataset[T] | Iterable[T],
         batch_size: int | None = 1,
-        shuffle: bool | None = None,
+        shuffle: bool | Literal["lazy"] | None = None,
         sampler: Sampler[Any] | Iterable[Any] | None = None,
         batch_sampler: Sampler[list[Any]] | Iterable[list[Any]] | None = None,
         num_workers: int = 0,
@@ -134,7 +147,14 @@ class DataLoader(Generic[T]):
         self.in_order = in_order
         self._is_iterable = isinstance(dataset, IterableDataset)
 
+        if isinstance(shuffle, str) and shuffle != "lazy":
+            raise ValueError(f"shuffle should be True, False, None or 'lazy', but got shuffle={shuffle!r}")
         if self._is_iterable:
+            if isinstance(shuffle, str):
+                raise ValueError(
+                    "DataLoader with IterableDataset: shuffle='lazy' permutes a map-style dataset's indices; "
+                    "an IterableDataset orders its own samples"
+                )
             if is_iter_datapipe(dataset):
                 apply_shuffle(dataset, shuffle)  # a DataPipe graph shuffles itself, as in torch
             elif shuffle not in {False, None}:
@@ -152,7 +172,7 @@ class DataLoader(Generic[T]):
                     "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
                     f"but got batch_sampler={batch_sampler}"
                 )
-        else:
+        elif shuffle != "lazy":
             shuffle = bool(shuffle)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
@@ -172,7 +192,10 @@ class DataLoader(Generic[T]):
         if sampler is None:
             if self._is_iterable:
                 sampler = InfiniteConstantSampler()
+            elif shuffle == "lazy":
+                sampler = LazyRandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
             elif shuffle:
+                _warn_if_large(dataset)
                 sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
             else:
                 sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
@@ -349,3 +372,18 @@ class DataLoader(Generic[T]):
                 "potential slowness/freeze if necessary.",
                 stacklevel=3,
             )
+
+
+def _warn_if_large(dataset: Any) -> None:
+    """shuffle=True materialises a permutation of the dataset per epoch: say so when that costs seconds."""
+    try:
+        length = len(dataset)
+    except (TypeError, NotImplementedError):
+        return
+    if length > LARGE_DATASET:
+        warnings.warn(
+            f"DataLoader(shuffle=True) over {length} samples materialises a permutation of all of them "
+            "at every epoch start (seconds and gigabytes at this size); shuffle='lazy' computes the order "
+            "on the fly in O(1) memory (another order than torch's; see docs/performance.md)",
+            stacklevel=3,  # the user's DataLoader(...) line
+        )

@@ -10,7 +10,10 @@ indices on every rank exactly the first ``k * b * world_size`` positions of the
 remaining order are consumed. That is the state a sampler saves; loading it at
 another world size shards the rest of the epoch across the new ranks (elastic
 resume). From a fresh epoch, :class:`DistributedSampler` yields exactly what
-:class:`torch.utils.data.DistributedSampler` yields. See ``docs/resume.md``.
+:class:`torch.utils.data.DistributedSampler` yields. With ``shuffle="lazy"``
+the global order is a :class:`~datakit.loader.permutation.Permutation` keyed
+by ``(seed, epoch)``, computed a chunk at a time as the pass goes, so nothing
+of size ``n`` is ever built. See ``docs/resume.md``.
 """
 
 from __future__ import annotations
@@ -18,14 +21,22 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence, Sized
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
+
+from datakit.loader.permutation import Permutation, mix_key
 
 __all__ = ["ShardedSampler", "DistributedSampler", "DistributedWeightedSampler", "distributed_world"]
 
 SAMPLER_STATE_VERSION = 1
+
+# Indices a lazy order computes at once: the first chunk small, so that the first index is
+# immediate, the later ones larger, so that numpy's per-call cost is spread thin (about 1 MB each).
+_LAZY_FIRST_CHUNK = 1024
+_LAZY_CHUNK = 16384
 
 
 def distributed_world() -> tuple[int, int]:
@@ -77,6 +88,10 @@ class ShardedSampler(Sampler[int]):
     def _global_order(self) -> list[int]:
         raise NotImplementedError
 
+    def _lazy_order(self) -> Permutation | None:
+        """The epoch's order as a :class:`Permutation` computed on the fly; None: ``_global_order``."""
+        return None
+
     def _start(self) -> int:
         if self._resume is not None and self._resume[0] == self.epoch:
             return min(self._resume[1], self._global_length())
@@ -98,20 +113,36 @@ class ShardedSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         start, total = self._start(), self.total_size
+        lazy = self._lazy_order()
+        self._pass = (self.epoch, start, self.num_replicas)
+        self._yielded = 0
+        if lazy is not None:
+            return self._count_lazy(lazy, start, total)
         order = self._global_order()[start:]
         if self.drop_last:
             order = order[:total]
         elif order and len(order) < total:
             padding = total - len(order)
             order += (order * math.ceil(padding / len(order)))[:padding]
-        self._pass = (self.epoch, start, self.num_replicas)
-        self._yielded = 0
         return self._count(order[self.rank : total : self.num_replicas])
 
     def _count(self, indices: list[int]) -> Iterator[int]:
         for index in indices:
             self._yielded += 1
             yield index
+
+    def _count_lazy(self, order: Permutation, start: int, total: int) -> Iterator[int]:
+        """This rank's share of ``order[start:]``, padded by wrapping around, a chunk at a time."""
+        remaining = self._global_length() - start
+        step = self.num_replicas
+        first, chunk = self.rank, _LAZY_FIRST_CHUNK
+        while first < total:
+            slots = np.arange(first, min(first + chunk * step, total), step, dtype=np.int64)
+            for index in order.take(start + slots % remaining).tolist():
+                self._yielded += 1
+                yield index
+            first += chunk * step
+            chunk = _LAZY_CHUNK
 
     def __len__(self) -> int:
         return self.num_samples
@@ -182,12 +213,17 @@ class DistributedSampler(ShardedSampler):
         num_replicas: How many ranks share the data; when not given, the world
             size of the initialised process group, else ``$WORLD_SIZE``, else 1.
         rank: This rank; when not given, the same way (``$RANK``, else 0).
-        shuffle: Permute the indices.
+        shuffle: Permute the indices: ``True`` as torch does (a ``randperm`` of
+            the dataset at every epoch start), ``"lazy"`` with a
+            :class:`~datakit.loader.permutation.Permutation` keyed by
+            ``(seed, epoch)`` and computed as the pass goes (O(1) memory and
+            start, for datasets of 10^7 samples and more; another order than torch's).
         seed: Base seed of the permutation, the same on every rank.
         drop_last: Drop the tail instead of padding it.
 
     Raises:
-        ValueError: ``rank`` is outside ``[0, num_replicas - 1]``.
+        ValueError: ``rank`` is outside ``[0, num_replicas - 1]``, or
+            ``shuffle`` is neither a bool nor ``"lazy"``.
 
     Example:
         >>> [list(DistributedSampler(range(5), 2, rank, shuffle=False)) for rank in (0, 1)]
@@ -199,16 +235,23 @@ class DistributedSampler(ShardedSampler):
         dataset: Sized,
         num_replicas: int | None = None,
         rank: int | None = None,
-        shuffle: bool = True,
+        shuffle: bool | Literal["lazy"] = True,
         seed: int = 0,
         drop_last: bool = False,
     ) -> None:
+        if not isinstance(shuffle, bool) and shuffle != "lazy":
+            raise ValueError(f"shuffle should be True, False or 'lazy', but got shuffle={shuffle!r}")
         super().__init__(num_replicas, rank, seed, drop_last)
         self.dataset = dataset
         self.shuffle = shuffle
 
     def _global_length(self) -> int:
         return len(self.dataset)
+
+    def _lazy_order(self) -> Permutation | None:
+        if self.shuffle != "lazy" or len(self.dataset) == 0:
+            return None
+        return Permutation(len(self.dataset), mix_key(self.seed, self.epoch))
 
     def _global_order(self) -> list[int]:
         if self.shuffle:

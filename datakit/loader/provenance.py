@@ -8,15 +8,17 @@ halfway through an epoch would repeat a quarter of it. So a state carries the
 loader's description (:func:`describe`), and :func:`check_fits` refuses a
 loader that differs, naming every difference in one message.
 
-Compared: dataset length, batch size, ``drop_last``, the sampler's kind, and
-the ``seed``, ``shuffle`` and world size of the distributed samplers (their
-order comes from ``seed + epoch``, which the state does not hold). Not
-compared: ``num_workers`` (any count resumes) and generator seeds (the state
-restores the generators' states, so the seed a loader was built with does not
-matter). The sharded samplers of :mod:`datakit.loader.distributed` resume
-elastically: their state is a global position, so the world size and the
-per-rank batch size may change. A state without a description (saved by a
-datakit before it recorded one) is checked for nothing. See ``docs/resume.md``.
+Compared: dataset length, batch size, ``drop_last``, the sampler's kind (a
+``shuffle="lazy"`` order is a kind of its own: ``lazy-random``,
+``distributed-lazy``), and the ``seed``, ``shuffle`` and world size of the
+distributed samplers (their order comes from ``seed + epoch``, which the state
+does not hold). Not compared: ``num_workers`` (any count resumes) and
+generator seeds (the state restores the generators' states, so the seed a
+loader was built with does not matter). The sharded samplers of
+:mod:`datakit.loader.distributed` resume elastically: their state is a global
+position, so the world size and the per-rank batch size may change. A state
+without a description (saved by a datakit before it recorded one) is checked
+for nothing. See ``docs/resume.md``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from datakit.loader.distributed import DistributedSampler, DistributedWeightedSa
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.samplers import (
     BatchSampler,
+    LazyRandomSampler,
     RandomSampler,
     SequentialSampler,
     SubsetRandomSampler,
@@ -53,6 +56,7 @@ _KINDS: dict[type, str] = {
     SequentialSampler: "sequential",
     TorchSequentialSampler: "sequential",
     RandomSampler: "random",
+    LazyRandomSampler: "lazy-random",
     TorchRandomSampler: "random",
     SubsetRandomSampler: "subset-random",
     TorchSubsetRandomSampler: "subset-random",
@@ -67,6 +71,8 @@ _KINDS: dict[type, str] = {
 def _kind(sampler: Any) -> str:
     """``"sequential"``, ``"random"``, ``"distributed"``..., else the class's qualified name."""
     cls = type(sampler)
+    if cls is DistributedSampler and sampler.shuffle == "lazy":
+        return "distributed-lazy"
     return _KINDS.get(cls) or f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -94,9 +100,11 @@ def describe(plan: LoaderPlan) -> dict[str, Any]:
         "drop_last": drop_last,
         "sampler": _kind(sampler),
     }
-    if isinstance(sampler, (ShardedSampler, TorchDistributedSampler)):
+    if isinstance(sampler, (ShardedSampler, TorchDistributedSampler)) and not isinstance(
+        sampler, LazyRandomSampler  # its seed is drawn from the generator, which the state restores
+    ):
         shuffle = getattr(sampler, "shuffle", None)  # DistributedWeightedSampler has none
-        if isinstance(shuffle, bool):
+        if isinstance(shuffle, (bool, str)):
             description["shuffle"] = shuffle
         description["seed"] = int(sampler.seed)
         description["world_size"] = int(sampler.num_replicas)

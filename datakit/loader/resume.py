@@ -27,7 +27,12 @@ from datakit.loader.distributed import ShardedSampler
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.progress import PassProgress
 from datakit.loader.provenance import check_fits, describe
-from datakit.loader.samplers import BatchSampler, InfiniteConstantSampler, SequentialSampler
+from datakit.loader.samplers import (
+    BatchSampler,
+    InfiniteConstantSampler,
+    LazyRandomSampler,
+    SequentialSampler,
+)
 from datakit.loader.state import (
     BEFORE_BASE_SEED,
     BEFORE_SAMPLER,
@@ -71,6 +76,8 @@ def _sampler_chain(plan: LoaderPlan) -> dict[str, Any]:
 
 
 def _draws_from_global_rng(sampler: Any) -> bool:
+    if isinstance(sampler, LazyRandomSampler):  # sharded, but it draws a seed per pass
+        return sampler.generator is None
     if isinstance(sampler, (range, list, tuple, _DETERMINISTIC)):
         return False
     return getattr(sampler, "generator", None) is None
@@ -253,7 +260,8 @@ class EpochKeeper:
         sampler_state = sampler.state_after(len(sampler) if consumed < 0 else consumed * batch_size)
         state.sampler = sampler_state
         state.epoch = int(sampler_state["epoch"])
-        state.base_seed = None  # the workers' seeds are per rank: the state must be the same on every rank
+        if not isinstance(sampler, LazyRandomSampler):  # one rank only: its workers' seed is kept
+            state.base_seed = None  # the workers' seeds are per rank: the state must be the same on all
         state.delivered = type(state.delivered)()
         return state
 
@@ -272,7 +280,8 @@ class EpochKeeper:
         if (loaded.sampler is None) != (sampler is None):
             raise ValueError(
                 "the state was saved with a different kind of sampler: a sharded sampler "
-                "(datakit.samplers.DistributedSampler / DistributedWeightedSampler) resumes only into one"
+                "(datakit.samplers.DistributedSampler / DistributedWeightedSampler, or shuffle='lazy') "
+                "resumes only into one"
             )
         check_fits(loaded.loader, describe(plan), elastic=sampler is not None)
         if sampler is not None and loaded.sampler is not None:

@@ -45,7 +45,7 @@ DESCRIPTION_FIELDS: dict[str, tuple[type, ...]] = {
     "batch_size": (int, type(None)),
     "drop_last": (bool, type(None)),
     "sampler": (str,),
-    "shuffle": (bool,),
+    "shuffle": (bool, str),  # str: "lazy"
     "seed": (int,),
     "world_size": (int,),
     "dataset_length": (int, type(None)),
