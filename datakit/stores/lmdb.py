@@ -406,15 +406,7 @@ class LMDBWriter(StoreWriter):
                 raise StoreError(f"{path} {_FOREIGN}, so there is nothing to resume; choose another "
                                  "destination")
             progress = txn.get(_PROGRESS)
-            sources, labels = [], []
-            cursor = txn.cursor()
-            if cursor.set_range(_SOURCE_PREFIX):
-                for key, value in cursor:
-                    if not key.startswith(_SOURCE_PREFIX):
-                        break
-                    label, source = _decode_source(bytes(value), bytes(key), path)
-                    labels.append(label)
-                    sources.append(source)
+            sources, labels = self._read_sources(txn)
         state = _parse_progress(progress, path)
         classes = len(state.settings.classes)
         if state.stats.length != len(sources) or not all(0 <= label < classes for label in labels):
@@ -448,7 +440,9 @@ class LMDBWriter(StoreWriter):
                                                        manifest, path), sources, labels, interrupted)
 
     def _read_sources(self, txn: lmdb.Transaction[bytes]) -> tuple[list[str], list[int]]:
-        sources, labels = [], []
+        """The source path and label of every record written so far, in index order."""
+        sources: list[str] = []
+        labels: list[int] = []
         cursor = txn.cursor()
         if cursor.set_range(_SOURCE_PREFIX):
             for key, value in cursor:

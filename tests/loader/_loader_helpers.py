@@ -29,6 +29,21 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def run_in_ranks(target: Callable[..., None], args: tuple[Any, ...], nprocs: int,
+              deadline_seconds: float = 120.0) -> None:
+    """``target(rank, *args)`` in ``nprocs`` forked processes; fails if they do not finish in time."""
+    import torch.multiprocessing as tmp
+
+    context = tmp.start_processes(target, args=args, nprocs=nprocs, join=False, start_method="fork")
+    deadline = time.monotonic() + deadline_seconds
+    while not context.join(timeout=5):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            context.join()
+            raise AssertionError("ranks did not finish")
+
+
 def init_gloo_group(rank: int, world_size: int, port: int) -> None:
     """Join this process to a gloo process group of ``world_size`` ranks on loopback ``port``."""
     import torch.distributed as dist

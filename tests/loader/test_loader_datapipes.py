@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as tmp
 import torch.utils.data as tud
 from torch.utils.data.datapipes.iter import IterableWrapper
 
 import datakit
-from tests.loader._loader_helpers import free_port, init_gloo_group
+from tests.loader._loader_helpers import free_port, init_gloo_group, run_in_ranks
 
 pytestmark = pytest.mark.integration
 
@@ -113,16 +111,7 @@ def _rank_main(rank: int, world_size: int, port: int, out_dir: str) -> None:
 
 
 def test_ranks_share_one_shuffle_and_split_it(tmp_path):
-    context = tmp.start_processes(
-        _rank_main, args=(2, free_port(), str(tmp_path)), nprocs=2, join=False, start_method="fork"
-    )
-    deadline = datetime.datetime.now() + datetime.timedelta(seconds=120)
-    while not context.join(timeout=5):
-        if datetime.datetime.now() > deadline:
-            for process in context.processes:
-                process.kill()
-            context.join()
-            pytest.fail("ranks did not finish")
+    run_in_ranks(_rank_main, (2, free_port(), str(tmp_path)), nprocs=2)
     shares = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in range(2)]
     assert all(len(share) == 30 for share in shares)
     assert sorted(shares[0] + shares[1]) == list(range(60)), "every sample exactly once across ranks"

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 from collections import Counter
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as tmp
 import torch.utils.data as tud
 
 import datakit
 from datakit import samplers
 from datakit.samplers import DistributedSampler, DistributedWeightedSampler
 from tests.loader._loader_datasets import RangeDataset
-from tests.loader._loader_helpers import free_port, init_gloo_group
+from tests.loader._loader_helpers import free_port, init_gloo_group, run_in_ranks
 
 
 def rank_loaders(length, world_size, batch_size, num_workers=0, drop_last=False, **sampler_kwargs):
@@ -326,20 +324,7 @@ def ddp_steps(loader, steps):
 
 
 def run_ranks(world_size, out_dir, phase):
-    context = tmp.start_processes(
-        _rank_main,
-        args=(world_size, free_port(), str(out_dir), phase),
-        nprocs=world_size,
-        join=False,
-        start_method="fork",
-    )
-    deadline = datetime.datetime.now() + datetime.timedelta(seconds=120)
-    while not context.join(timeout=5):
-        if datetime.datetime.now() > deadline:
-            for process in context.processes:
-                process.kill()
-            context.join()
-            pytest.fail("ranks did not finish")
+    run_in_ranks(_rank_main, (world_size, free_port(), str(out_dir), phase), nprocs=world_size)
     reports = []
     for rank in range(world_size):
         with open(out_dir / f"{phase}-{rank}.json") as handle:
