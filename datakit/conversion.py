@@ -3,7 +3,7 @@
 The pipeline is a chain of small stages::
 
     scan_folder ─► drop what a resumed store already holds (ImageFolder's files and order)
-                ─► read_images   (worker processes read, verify and encode records)
+                ─► read_images   (reader processes read, verify and encode records: reading.py)
                 ─► number        (assigns consecutive indices, collects skipped files)
                 ─► commit        (batches go to the backend's writer, atomically)
                 ─► finish        (labels + manifest, the store becomes complete)
@@ -17,11 +17,8 @@ completes with every image exactly once.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -30,13 +27,13 @@ import numpy as np
 
 from datakit.appending import AppendPlan, appended_manifest, plan_append
 from datakit.downscale import DEFAULT_QUALITY
-from datakit.errors import ConversionError, DatakitWarning, DestinationExistsError, InvalidLocationError
-from datakit.images import DEFAULT_MAX_PIXELS, BadImage, read_source_image
+from datakit.errors import ConversionError, DestinationExistsError, InvalidLocationError
+from datakit.images import DEFAULT_MAX_PIXELS
 from datakit.labelfile import LabelledFolder, label_scan_rules, labelled_folder, read_label_file
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
-from datakit.readers import ReaderPool
-from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, seal_record
-from datakit.source import SourceEntry, SourceFolder, legacy_order_matches, scan_folder, scan_rules
+from datakit.reading import ReadOptions, ReadOutcome, read_images
+from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind
+from datakit.source import SourceFolder, legacy_order_matches, scan_folder, scan_rules
 from datakit.stores import given_options, is_mongodb_uri, resolve_store
 from datakit.stores.base import (
     AppendState,
@@ -53,7 +50,6 @@ __all__ = ["convert", "resolve_destination", "check_outside_source", "Conversion
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each source file is handled."""
 
-_CHUNK = 16  # source files per task sent to a reader process
 # A commit waits for the disk (a sync), so commits are cut by whichever comes first:
 # a count, a size, or a time; a crash loses at most that much work. The size is
 # small because records wait in memory for their commit: memory a small commit
@@ -134,34 +130,6 @@ class ConversionReport:
         data = asdict(self)
         data["images_per_second"] = round(self.images_per_second, 1)
         return data
-
-
-@dataclass(frozen=True)
-class _ReadOptions:
-    """Everything a reader process needs, sent once when it starts."""
-
-    root: str
-    kind: PayloadKind
-    verify: bool
-    max_pixels: int
-    exif_transpose: bool = False
-    max_side: int | None = None
-    quality: int = DEFAULT_QUALITY
-    multi_label: bool = False
-
-
-@dataclass(frozen=True)
-class _ReadOutcome:
-    entry: SourceEntry
-    record: bytearray | None = None
-    image_format: str = ""
-    width: int = 0
-    height: int = 0
-    payload_bytes: int = 0
-    error: str = ""
-    orientation: int = 1
-    high_bit_depth: bool = False
-    downscaled: bool = False
 
 
 def convert(
@@ -324,10 +292,10 @@ def convert(
             report.total, report.complete = state.stats.length, True  # nothing new: the store is left alone
             report.seconds = time.perf_counter() - started
             return report
-        read_options = _ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side,
+        read_options = ReadOptions(folder.root, kind, verify, max_pixels, exif_transpose, max_side,
                                     quality or DEFAULT_QUALITY, multi)
         decodes = verify or kind is PayloadKind.RAW
-        outcomes = _read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
+        outcomes = read_images(pending, read_options, workers or ((os.cpu_count() or 1) if decodes else 1))
         if progress is not None:
             outcomes = _reporting(outcomes, progress, len(pending))
         if plan is not None:
@@ -526,83 +494,15 @@ def _check_resumable(state: CommittedState, wanted: ConversionSettings, where: s
     )
 
 
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _read_images(entries: Sequence[SourceEntry], options: _ReadOptions,
-                 workers: int) -> Iterator[_ReadOutcome]:
-    """Read and encode ``entries`` in order, with up to ``workers`` processes (:mod:`datakit.readers`)."""
-    read_chunk = functools.partial(_read_chunk, entries, options)
-    starts = range(0, len(entries), _CHUNK)
-    chunks = (list(range(start, min(len(entries), start + _CHUNK))) for start in starts)
-    if workers == 1 or len(entries) <= _CHUNK:
-        for chunk in chunks:
-            yield from read_chunk(chunk)
-        return
-    cpus = _usable_cpus()
-    if workers > cpus:
-        warnings.warn(f"{workers} reader processes for {cpus} usable CPU(s): the extra ones only compete "
-                      "for them, so the conversion gets no faster (the default is one per CPU)",
-                      DatakitWarning, stacklevel=3)
-    for outcomes in ReaderPool(read_chunk, workers).map(chunks):
-        yield from outcomes
-
-
-def _read_chunk(entries: Sequence[SourceEntry], options: _ReadOptions,
-                indices: list[int]) -> list[_ReadOutcome]:
-    """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
-    with _pillow_pixel_limit(options.max_pixels):
-        return [_read_one(entries[index], options) for index in indices]
-
-
-@contextlib.contextmanager
-def _pillow_pixel_limit(max_pixels: int) -> Iterator[None]:
-    """Pillow's own decompression-bomb limit set to ``max_pixels`` while reading.
-
-    Pillow refuses to open an image over ``Image.MAX_IMAGE_PIXELS`` (its
-    default is datakit's), whatever :func:`read_source_image` was told, so a
-    raised ``max_pixels`` must raise Pillow's limit too. Restored afterwards:
-    with one reader the calling process is the user's.
-    """
-    from PIL import Image
-
-    previous = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = max_pixels
-    try:
-        yield
-    finally:
-        Image.MAX_IMAGE_PIXELS = previous
-
-
-def _read_one(entry: SourceEntry, options: _ReadOptions) -> _ReadOutcome:
-    path = os.path.join(options.root, *entry.path.split("/"))
-    try:
-        image = read_source_image(path, kind=options.kind, verify=options.verify,
-                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose,
-                                  max_side=options.max_side, quality=options.quality)
-    except BadImage as exc:
-        return _ReadOutcome(entry, error=str(exc))
-    record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,
-                         width=image.width,
-                         height=image.height, channels=image.channels)
-    return _ReadOutcome(entry, record, image.image_format, image.width, image.height,
-                        len(image.payload), orientation=image.orientation,
-                        high_bit_depth=image.high_bit_depth, downscaled=image.downscaled)
-
-
-def _reporting(outcomes: Iterable[_ReadOutcome], progress: ProgressCallback,
-               total: int) -> Iterator[_ReadOutcome]:
+def _reporting(outcomes: Iterable[ReadOutcome], progress: ProgressCallback,
+               total: int) -> Iterator[ReadOutcome]:
     progress(0, total)
     for done, outcome in enumerate(outcomes, 1):
         yield outcome
         progress(done, total)
 
 
-def _number(outcomes: Iterable[_ReadOutcome], stats: Stats, labels: list[Any],
+def _number(outcomes: Iterable[ReadOutcome], stats: Stats, labels: list[Any],
             report: ConversionReport) -> Iterator[PendingRecord]:
     """Give each good image the next index; collect the bad ones in the report."""
     for outcome in outcomes:

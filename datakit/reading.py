@@ -1,0 +1,125 @@
+"""Conversion's reading stage: each source file read, checked and sealed as a record, in order.
+
+The files of a chunk are read by one reader process (:mod:`datakit.readers`)
+or, with one worker, in the converting process itself; a file that cannot be
+stored becomes an outcome with the reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from datakit.downscale import DEFAULT_QUALITY
+from datakit.errors import DatakitWarning
+from datakit.images import BadImage, read_source_image
+from datakit.readers import ReaderPool
+from datakit.records import PayloadKind, seal_record
+from datakit.source import SourceEntry
+
+__all__ = ["ReadOptions", "ReadOutcome", "read_images"]
+
+CHUNK = 16
+"""Source files per task sent to a reader process."""
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Everything a reader process needs, sent once when it starts."""
+
+    root: str
+    kind: PayloadKind
+    verify: bool
+    max_pixels: int
+    exif_transpose: bool = False
+    max_side: int | None = None
+    quality: int = DEFAULT_QUALITY
+    multi_label: bool = False
+
+
+@dataclass(frozen=True)
+class ReadOutcome:
+    """One source file read: its record and what the manifest counts, or the reason it was skipped."""
+
+    entry: SourceEntry
+    record: bytearray | None = None
+    image_format: str = ""
+    width: int = 0
+    height: int = 0
+    payload_bytes: int = 0
+    error: str = ""
+    orientation: int = 1
+    high_bit_depth: bool = False
+    downscaled: bool = False
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
+                 workers: int) -> Iterator[ReadOutcome]:
+    """Read and encode ``entries`` in order, with up to ``workers`` processes (:mod:`datakit.readers`)."""
+    read_chunk = functools.partial(_read_chunk, entries, options)
+    starts = range(0, len(entries), CHUNK)
+    chunks = (list(range(start, min(len(entries), start + CHUNK))) for start in starts)
+    if workers == 1 or len(entries) <= CHUNK:
+        for chunk in chunks:
+            yield from read_chunk(chunk)
+        return
+    cpus = _usable_cpus()
+    if workers > cpus:
+        warnings.warn(f"{workers} reader processes for {cpus} usable CPU(s): the extra ones only compete "
+                      "for them, so the conversion gets no faster (the default is one per CPU)",
+                      DatakitWarning, stacklevel=3)
+    for outcomes in ReaderPool(read_chunk, workers).map(chunks):
+        yield from outcomes
+
+
+def _read_chunk(entries: Sequence[SourceEntry], options: ReadOptions,
+                indices: list[int]) -> list[ReadOutcome]:
+    """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
+    with _pillow_pixel_limit(options.max_pixels):
+        return [_read_one(entries[index], options) for index in indices]
+
+
+@contextlib.contextmanager
+def _pillow_pixel_limit(max_pixels: int) -> Iterator[None]:
+    """Pillow's own decompression-bomb limit set to ``max_pixels`` while reading.
+
+    Pillow refuses to open an image over ``Image.MAX_IMAGE_PIXELS`` (its
+    default is datakit's), whatever :func:`read_source_image` was told, so a
+    raised ``max_pixels`` must raise Pillow's limit too. Restored afterwards:
+    with one reader the calling process is the user's.
+    """
+    from PIL import Image
+
+    previous = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = max_pixels
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
+
+
+def _read_one(entry: SourceEntry, options: ReadOptions) -> ReadOutcome:
+    path = os.path.join(options.root, *entry.path.split("/"))
+    try:
+        image = read_source_image(path, kind=options.kind, verify=options.verify,
+                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose,
+                                  max_side=options.max_side, quality=options.quality)
+    except BadImage as exc:
+        return ReadOutcome(entry, error=str(exc))
+    record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,
+                         width=image.width,
+                         height=image.height, channels=image.channels)
+    return ReadOutcome(entry, record, image.image_format, image.width, image.height,
+                        len(image.payload), orientation=image.orientation,
+                        high_bit_depth=image.high_bit_depth, downscaled=image.downscaled)
