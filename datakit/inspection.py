@@ -92,6 +92,13 @@ def inspect(
         if preview is not None:
             draw_preview(reader, os.fspath(preview), preview_count)
             summary["preview"] = os.path.abspath(os.fspath(preview))
+    # A complete store can be being written too: an append holds the writer lock (or lease) while
+    # readers still see the store as it was. Asked after the reader closed: LMDB allows one
+    # environment per store and process.
+    with spec.open_writer() as writer:
+        running = writer.running_writer()
+    if running is not None:
+        summary.update(being_written=True, writer=running.describe())
     return summary
 
 

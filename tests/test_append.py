@@ -159,6 +159,8 @@ def test_a_reader_open_during_an_append_keeps_its_view(store, fresh_folder):
     try:
         during = store.dataset()
         assert len(during) == 24 and [during[i][0] for i in range(24)] == before
+        summary = datakit.inspect(store.location, collection=store.collection)
+        assert summary["complete"] and summary["being_written"] and str(process.pid) in summary["writer"]
         assert process.stdin is not None
         process.stdin.write("go on\n")
         process.stdin.flush()

@@ -52,6 +52,9 @@ def _render(summary: dict[str, Any]) -> str:
     if summary["complete"]:
         status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
                   f"by datakit {summary['datakit_version']}")
+        if summary.get("being_written"):
+            status += (f"; BEING WRITTEN: an append by {summary['writer']} is running (readers see the "
+                       "store as it was until it finishes)")
         records = f"{length} ({summary['skipped']} source file(s) skipped)"
     elif summary.get("being_written"):
         status = f"BEING WRITTEN: {summary['problem']}"
