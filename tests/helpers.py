@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,21 +20,26 @@ def stored_sources(store: Path) -> list[str]:
 
 
 PAUSING_CONVERSION = """
-import sys, datakit
+import json, sys, datakit
 stop_at = int(sys.argv[3])
 def progress(done, total):
     if done == stop_at:
         print("paused", flush=True)
         sys.stdin.readline()  # blocks until the test kills this process
-datakit.convert(sys.argv[1], sys.argv[2], workers=int(sys.argv[4]), commit_every=5, progress=progress)
+datakit.convert(sys.argv[1], sys.argv[2], progress=progress, **json.loads(sys.argv[4]))
 print("finished", flush=True)
 """
 
 
-def kill_conversion_at(src: Path, dest: Path, stop_at: int, workers: int) -> None:
-    """Run a conversion in a real process and SIGKILL it after ``stop_at`` images."""
+def kill_conversion_at(src: Path, dest: Path, stop_at: int, workers: int, commit_every: int = 5,
+                       **options: str) -> None:
+    """Run a conversion in a real process and SIGKILL it after ``stop_at`` images.
+
+    ``options`` go to :func:`datakit.convert` as they are (``labels=`` a path, for instance).
+    """
+    options = {"workers": workers, "commit_every": commit_every, **options}
     with subprocess.Popen(
-        [sys.executable, "-c", PAUSING_CONVERSION, str(src), str(dest), str(stop_at), str(workers)],
+        [sys.executable, "-c", PAUSING_CONVERSION, str(src), str(dest), str(stop_at), json.dumps(options)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     ) as process:  # closes the pipes and reaps the process, whatever happens
         try:

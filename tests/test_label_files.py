@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +11,7 @@ from click.testing import CliRunner
 import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, LabelFileError
-from tests.helpers import stored_sources
+from tests.helpers import kill_conversion_at, stored_sources
 
 # Labels across the class folders: the folder names say nothing here.
 ROWS = [
@@ -144,27 +141,9 @@ def test_the_inspect_output_names_the_label_file(fresh_folder, tmp_path, rows):
     assert "single-label, from the class folders" in result.output
 
 
-PAUSING = """
-import sys, datakit
-stop_at = int(sys.argv[3])
-def progress(done, total):
-    if done == stop_at:
-        print("paused", flush=True)
-        sys.stdin.readline()  # blocks until the test kills this process
-datakit.convert(sys.argv[1], sys.argv[2], labels=sys.argv[4], workers=1, commit_every=2, progress=progress)
-"""
-
-
 def kill_labelled_conversion_at(src: Path, dest: Path, label_file: Path, stop_at: int) -> None:
     """Run a ``labels=`` conversion in a real process and SIGKILL it after ``stop_at`` images."""
-    command = [sys.executable, "-c", PAUSING, str(src), str(dest), str(stop_at), str(label_file)]
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
-        try:
-            assert process.stdout is not None and process.stdout.readline().strip() == "paused"
-            process.send_signal(signal.SIGKILL)
-            assert process.wait(timeout=30) == -signal.SIGKILL
-        finally:
-            process.kill()
+    kill_conversion_at(src, dest, stop_at, workers=1, commit_every=2, labels=str(label_file))
 
 
 def test_a_killed_labelled_conversion_resumes_only_with_the_same_file(fresh_folder, tmp_path, rows):
