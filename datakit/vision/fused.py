@@ -305,9 +305,5 @@ def _crop_padded(source: _Source, box: Box) -> torch.Tensor:
     bottom = min(box.top + box.height, source.height)
     right = min(box.left + box.width, source.width)  # a centred box always overlaps the image
     inside = _as_chw(source.region(8, left, top, right - left, bottom - top))
-    if (top, left, bottom, right) == (box.top, box.left, box.top + box.height, box.left + box.width):
-        return inside
-    out = torch.zeros((3, box.height, box.width), dtype=torch.uint8)
-    out[:, top - box.top:bottom - box.top, left - box.left:right - box.left] = inside
-    return out
+    return crop_chw(inside, Box(box.top - top, box.left - left, box.height, box.width))
 

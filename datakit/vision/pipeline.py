@@ -18,7 +18,7 @@ import torch
 from datakit.loader.epoch_seed import epoch_seed
 from datakit.records import Record
 from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
-from datakit.vision.randomness import SampleRandom, mix_seed
+from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 
 __all__ = ["FusedPipeline"]
 
@@ -53,7 +53,7 @@ class FusedPipeline:
         """Sample ``index``'s random numbers: keyed on the epoch seed, or from torch's generator."""
         seed = epoch_seed()
         if seed is None:
-            return SampleRandom(int(torch.randint(0, 2**62, (1,)).item()))
+            return from_torch_generator()
         return SampleRandom(mix_seed(seed, index))
 
     def sample(self, record: Record, index: int) -> torch.Tensor:

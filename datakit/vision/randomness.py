@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["SampleRandom", "mix_seed"]
+__all__ = ["SampleRandom", "mix_seed", "from_torch_generator"]
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -78,3 +78,11 @@ class SampleRandom:
     def log_uniform(self, low: float, high: float) -> float:
         """``exp`` of a float uniform in ``[log(low), log(high))``: how aspect ratios are drawn."""
         return math.exp(self.uniform(math.log(low), math.log(high)))
+
+
+def from_torch_generator() -> SampleRandom:
+    """A sample's numbers seeded by one draw from torch's global generator, as torchvision draws
+    its own: reproducible with ``torch.manual_seed`` and torch's seeding of loader workers."""
+    import torch
+
+    return SampleRandom(int(torch.randint(0, 2**62, (1,)).item()))

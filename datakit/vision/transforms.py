@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from datakit.vision.geometry import Box, center_crop_box, random_resized_crop_box, resized_size
-from datakit.vision.randomness import SampleRandom
+from datakit.vision.randomness import SampleRandom, from_torch_generator
 
 __all__ = ["Transform", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "Normalize", "Compose", "to_uint8_chw", "resize_chw", "crop_chw"]
@@ -99,11 +99,6 @@ def crop_chw(image: torch.Tensor, box: Box) -> torch.Tensor:
     return out
 
 
-def _torch_random() -> SampleRandom:
-    """A sample's generator seeded from torch's global one, as torchvision draws from it."""
-    return SampleRandom(int(torch.randint(0, 2**62, (1,)).item()))
-
-
 class RandomResizedCrop(Transform):
     """Crop a random part of the image and resize it to ``size``: torchvision's ``RandomResizedCrop``.
 
@@ -129,7 +124,7 @@ class RandomResizedCrop(Transform):
 
     def __call__(self, image: Any) -> torch.Tensor:
         pixels = to_uint8_chw(image)
-        box = self.box(pixels.shape[2], pixels.shape[1], _torch_random())
+        box = self.box(pixels.shape[2], pixels.shape[1], from_torch_generator())
         return resize_chw(crop_chw(pixels, box), *self.size)
 
     def __repr__(self) -> str:
@@ -196,7 +191,7 @@ class RandomHorizontalFlip(Transform):
 
     def __call__(self, image: Any) -> torch.Tensor:
         pixels = to_uint8_chw(image)
-        return pixels.flip(-1) if _torch_random().random() < self.p else pixels
+        return pixels.flip(-1) if from_torch_generator().random() < self.p else pixels
 
     def __repr__(self) -> str:
         return f"RandomHorizontalFlip(p={self.p})"
