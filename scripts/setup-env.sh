@@ -25,6 +25,14 @@ if [ -n "$extras" ]; then
     target="$here[$extras]"
 fi
 "${pip[@]}" install -e "$target"
+# The vision tests compare against torchvision. The wheel on the package index is a CUDA build
+# that pulls a CUDA torch as a dependency, so it goes in without dependencies; its pure-Python
+# parts import beside any torch through tests/torchvision_ref.py. Tests that need it skip, with
+# the reason, where it is missing.
+if [[ ",$extras," == *",test,"* ]] && ! "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('torchvision') is None)"; then
+    "${pip[@]}" install --no-deps "${DATAKIT_TORCHVISION_SPEC:-torchvision==0.28.0}" \
+        || echo "torchvision could not be installed: the tests that compare against it will skip" >&2
+fi
 if [ "$created" = 1 ]; then
     echo "datakit is installed in $venv: \`source $venv/bin/activate\` puts the datakit command on your PATH" >&2
 fi
