@@ -95,7 +95,7 @@ class BatchOp(Transform):
         """``images`` (N, C, H, W) and integer ``labels`` (N,) mixed by ``params``: images and soft labels."""
         raise NotImplementedError  # pragma: no cover - every operation overrides it
 
-    def __call__(self, images: Any, labels: Any = None) -> Any:  # type: ignore[override]
+    def __call__(self, images: Any, labels: Any = None) -> Any:
         if labels is None:
             raise TypeError(f"{type(self).__name__} is called on a batch: op(images, labels)")
         params = self.draw_batch(from_torch_generator(), int(images.shape[0]), int(images.shape[-2]),
