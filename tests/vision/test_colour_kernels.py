@@ -122,7 +122,9 @@ def test_kernels_take_any_layout_and_sequences_and_keep_the_input_unchanged():
     factors = [0.3, 1.2, 0.0, 2.5, 1.0, 0.7]
     for name in ("adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_sharpness"):
         kernel = getattr(kernels, name)
-        assert torch.equal(kernel(channels_last, factors), kernel(images, torch.tensor(factors)))
+        # a list of Python floats is taken at double precision, as a float64 tensor is
+        as_doubles = torch.tensor(factors, dtype=torch.float64)
+        assert torch.equal(kernel(channels_last, factors), kernel(images, as_doubles))
     assert torch.equal(kernels.adjust_hue(channels_last, [0.1] * 6), kernels.adjust_hue(images, [0.1] * 6))
     assert torch.equal(kernels.equalize(channels_last), kernels.equalize(images))
     assert torch.equal(kernels.autocontrast(channels_last), kernels.autocontrast(images))
@@ -151,3 +153,29 @@ def test_kernels_reject_what_torchvision_rejects():
         kernels.invert(images.float())
     with pytest.raises(TypeError, match="uint8"):
         kernels.equalize(images[0])
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 200, 200), (9, 1, 250, 240)])
+def test_batches_cut_into_cache_sized_pieces_are_exact(TF, shape):
+    """A CPU batch of more than half a million values is processed a few samples at a time."""
+    images = varied_batch(*shape, seed=11)
+    factors = factors_for(shape[0], 0.0, 2.0, [0.0, 1.7], seed=1)
+    hues = factors_for(shape[0], -0.5, 0.5, [0.5], seed=2)
+    sigmas = torch.tensor(factors_for(shape[0], 0.2, 2.0, [], seed=3)).unsqueeze(1).repeat(1, 2)
+    cases = [
+        (kernels.adjust_brightness(images, factors), lambda i: TF.adjust_brightness(images[i], factors[i])),
+        (kernels.adjust_contrast(images, factors), lambda i: TF.adjust_contrast(images[i], factors[i])),
+        (kernels.adjust_saturation(images, factors), lambda i: TF.adjust_saturation(images[i], factors[i])),
+        (kernels.adjust_sharpness(images, factors), lambda i: TF.adjust_sharpness(images[i], factors[i])),
+        (kernels.adjust_hue(images, hues), lambda i: TF.adjust_hue(images[i], hues[i])),
+        (kernels.solarize(images, [f * 100 for f in factors]),
+         lambda i: TF.solarize(images[i], factors[i] * 100)),
+        (kernels.autocontrast(images), lambda i: TF.autocontrast(images[i])),
+        (kernels.equalize(images), lambda i: TF.equalize(images[i])),
+        (kernels.grayscale(images), lambda i: TF.rgb_to_grayscale(images[i], num_output_channels=3)),
+        (kernels.gaussian_blur(images, (5, 5), sigmas),
+         lambda i: TF.gaussian_blur(images[i], [5, 5], sigmas[i].tolist())),
+    ]
+    for position, (out, reference) in enumerate(cases):
+        bound = 1 if position == len(cases) - 1 else 0
+        assert max_difference(out, [reference(i) for i in range(shape[0])]) <= bound, position
