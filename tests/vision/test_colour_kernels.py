@@ -179,3 +179,22 @@ def test_batches_cut_into_cache_sized_pieces_are_exact(TF, shape):
     for position, (out, reference) in enumerate(cases):
         bound = 1 if position == len(cases) - 1 else 0
         assert max_difference(out, [reference(i) for i in range(shape[0])]) <= bound, position
+
+
+def test_hsv_conversions_and_unit_fraction_have_torchvisions_bits(TF):
+    from torchvision.transforms.v2.functional import _color as reference  # its private RGB/HSV helpers
+
+    from datakit.vision.kernels.hsv import hsv_to_rgb, rgb_to_hsv, unit_fraction
+
+    generator = torch.Generator().manual_seed(0)
+    rgb = torch.rand(2, 3, 40, 50, generator=generator)
+    rgb[:, :, :5] = torch.randint(0, 4, (2, 3, 5, 50), generator=generator) / 3.0  # ties between channels
+    hue, saturation, value = rgb_to_hsv(rgb)
+    assert torch.equal(torch.cat([hue, saturation, value], dim=1), reference._rgb_to_hsv(rgb))
+    hue = torch.rand(2, 1, 40, 50, generator=generator)
+    hue.view(-1)[:8] = torch.tensor([0.0, 1.0, 1 / 6, 2 / 6, 0.5, 4 / 6, 5 / 6, 1.0 - 2 ** -24])
+    hsv = torch.cat([hue, torch.rand(2, 2, 40, 50, generator=generator)], dim=1)
+    assert torch.equal(hsv_to_rgb(hsv[:, 0:1], hsv[:, 1:2], hsv[:, 2:3]), reference._hsv_to_rgb(hsv))
+    values = torch.cat([torch.rand(10_000, generator=generator) * 3 - 1,
+                        torch.tensor([-0.0, 0.0, 1.0, -2 ** -30, 1.0 - 2 ** -24, 1.5, -0.5])])
+    assert torch.equal(unit_fraction(values.clone()), values.remainder(1.0))

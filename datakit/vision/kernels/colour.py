@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from datakit.vision.kernels.hsv import hsv_to_rgb, rgb_to_hsv
+from datakit.vision.kernels.hsv import hsv_to_rgb, rgb_to_hsv, unit_fraction
 
 __all__ = ["adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_sharpness",
            "posterize", "solarize", "autocontrast", "equalize", "invert", "grayscale", "gaussian_blur"]
@@ -197,7 +197,7 @@ def adjust_hue(images: torch.Tensor, factors: PerSample) -> torch.Tensor:
 
 def _hue(images: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
     hue, saturation, value = rgb_to_hsv(images.to(torch.float32).mul_(1.0 / 255.0))
-    hue = hue.add_(_column(shifts, images)).remainder_(1.0)
+    hue = unit_fraction(hue.add_(_column(shifts, images)))
     return _truncated(hsv_to_rgb(hue, saturation, value).mul_(255.999))
 
 
