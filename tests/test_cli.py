@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner
@@ -87,6 +92,37 @@ def test_unexpected_errors_are_one_line_unless_debug(lmdb_store, monkeypatch):
     assert result.exit_code == 1 and "bug in datakit" in result.output and "--debug" in result.output
     debug = CliRunner().invoke(cli, ["--debug", "inspect", str(lmdb_store)])
     assert isinstance(debug.exception, ZeroDivisionError)
+
+
+def test_debug_is_taken_after_the_subcommand_too(lmdb_store, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr("datakit.inspection.inspect", broken)
+    debug = CliRunner().invoke(cli, ["inspect", str(lmdb_store), "--debug"])
+    assert isinstance(debug.exception, ZeroDivisionError), debug.output
+    assert "--debug" in run("inspect", "--help").output
+
+
+@pytest.mark.parametrize(("command", "interrupted", "expected"), [
+    (["convert", "{folder}", "{tmp}/s"], "datakit.conversion.convert",
+     "conversion interrupted; rerun the same command with --resume to finish it"),
+    (["export", "{store}", "{tmp}/out"], "datakit.exporting.export",
+     "export interrupted; {tmp}/out is unfinished: rerun the same command with --resume to finish it"),
+    (["inspect", "{store}", "--verify"], "datakit.inspection.inspect",
+     "verification interrupted; nothing was changed"),
+    (["inspect", "{store}"], "datakit.inspection.inspect", "inspect interrupted; nothing was changed"),
+    (["bench", "{store}", "--quiet"], "datakit.benchmark.run_benchmark", "benchmark interrupted"),
+], ids=["convert", "export", "verify", "inspect", "bench"])
+def test_ctrl_c_says_what_the_interrupted_command_leaves(image_folder, lmdb_store, tmp_path, monkeypatch,
+                                                        command, interrupted, expected):
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(interrupted, ctrl_c)
+    places = {"folder": image_folder, "store": lmdb_store, "tmp": tmp_path}
+    result = run(*(argument.format(**places) for argument in command))
+    assert (result.exit_code, result.output) == (130, expected.format(**places) + "\n")
 
 
 @pytest.mark.integration
@@ -173,3 +209,59 @@ def test_bench_on_photos_of_mixed_sizes_runs_the_train_pipeline_without_options(
     assert summary["settings"]["pipeline"] == "val" and summary["baseline"]
     for loader in summary["loaders"].values():
         assert loader["runs"][0]["samples"] == 12
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` and that multiprocessing spawned (not its resource
+    tracker), from /proc (``/proc/PID/task/TID/children`` needs a kernel option)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stream:
+                    parent = int(stream.read().rpartition(")")[2].split()[1])
+                with open(f"/proc/{entry}/cmdline") as stream:
+                    spawned = "spawn_main" in stream.read()
+            except OSError:  # gone meanwhile
+                continue
+            if parent == pid and spawned:
+                found.append(int(entry))
+    return found
+
+
+def _catches_sigint(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as stream:
+        caught = next(line for line in stream if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) >> (signal.SIGINT - 1) & 1)
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` (a state of other processes, which nothing announces) until it holds."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("to_group", [True, False], ids=["process-group", "parent-only"])
+def test_ctrl_c_in_bench_prints_one_line_and_the_run_stops_quietly(lmdb_store, to_group):
+    command = [sys.executable, "-m", "datakit", "bench", str(lmdb_store), "--repeats", "1", "--epochs",
+               "100000", "--workers", "1", "--batch-size", "1", "--quiet"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as bench:
+        try:
+            _wait_for(lambda: bool(_spawned_children(bench.pid)), "the benchmark's run process")
+            run_process = _spawned_children(bench.pid)[0]
+            _wait_for(lambda: _catches_sigint(bench.pid), "datakit bench to catch SIGINT")
+            _wait_for(lambda: bool(_spawned_children(run_process)), "the run's loader worker")
+            if to_group:  # Ctrl-C at a terminal
+                os.killpg(bench.pid, signal.SIGINT)
+            else:
+                os.kill(bench.pid, signal.SIGINT)
+            stdout, stderr = bench.communicate(timeout=60)  # until every process holding stderr is gone
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(bench.pid, signal.SIGKILL)
+    assert (bench.returncode, stdout, stderr) == (130, "", "benchmark interrupted\n")
+    assert not os.path.exists(f"/proc/{run_process}")

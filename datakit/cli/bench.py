@@ -6,13 +6,14 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import DatakitCommand
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output
 
 __all__ = ["bench_command"]
 
 
-@click.command("bench")
+@click.command("bench", cls=DatakitCommand)
 @click.argument("store")
 @store_options
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True)

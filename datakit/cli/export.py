@@ -6,13 +6,14 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import DatakitCommand
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
 __all__ = ["export_command"]
 
 
-@click.command("export")
+@click.command("export", cls=DatakitCommand)
 @click.argument("store")
 @click.argument("directory", metavar="DIR")
 @store_options

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import DatakitCommand
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
@@ -14,7 +15,7 @@ __all__ = ["inspect_command"]
 _SHOWN_BAD = 50
 
 
-@click.command("inspect")
+@click.command("inspect", cls=DatakitCommand)
 @click.argument("store")
 @store_options
 @click.option("--verify", is_flag=True, help="Check every checksum and decode every image.")
