@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import datakit
 from datakit.cli import cli
+from datakit.errors import StoreError
 from tests.conftest import CLASSES, PER_CLASS
 
 GOOD = len(CLASSES) * PER_CLASS
@@ -265,3 +266,24 @@ def test_ctrl_c_in_bench_prints_one_line_and_the_run_stops_quietly(lmdb_store, t
                 os.killpg(bench.pid, signal.SIGKILL)
     assert (bench.returncode, stdout, stderr) == (130, "", "benchmark interrupted\n")
     assert not os.path.exists(f"/proc/{run_process}")
+
+
+def test_inspect_says_what_a_path_that_holds_no_store_is(lmdb_store, tmp_path):
+    inside = run("inspect", lmdb_store / "data.mdb")
+    assert inside.exit_code == 1 and inside.output.count("\n") == 1, inside.output
+    assert f"{lmdb_store / 'data.mdb'} is a file inside the store {lmdb_store}" in inside.output
+    assert f"datakit inspect {lmdb_store}" in inside.output
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    expected = {tmp_path / "notes.txt": "is a file, not a datakit store",
+                tmp_path / "empty": "is an empty folder, not a datakit store",
+                tmp_path / "photos": "is a folder without a datakit store in it (no data.mdb)",
+                tmp_path / "missing": "no store at"}
+    for path, message in expected.items():
+        result = run("inspect", path)
+        assert result.exit_code == 1 and f"{path}" in result.output, result.output
+        assert message in result.output, result.output
+    assert "it has no data.mdb" not in inside.output + run("inspect", tmp_path / "notes.txt").output
+    with pytest.raises(StoreError, match="inside the store"):
+        datakit.LMDBDataset(lmdb_store / "lock.mdb")
