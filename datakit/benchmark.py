@@ -30,7 +30,8 @@ from typing import Any
 from datakit.stores import resolve_store
 from datakit.stores.base import StoreSpec
 
-__all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps"]
+__all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps",
+           "counted_epochs", "torchvision_problem"]
 
 LOADERS = ("torch", "datakit")
 _STOP_GRACE = 30.0  # seconds a stopped run may take to finish its batch and shut its workers down
@@ -86,7 +87,14 @@ class LoaderRun:
 
 
 def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
-    """Alternate ``repeats`` runs of each loader; return the medians and ratios."""
+    """Alternate ``repeats`` runs of each loader; return the medians and ratios.
+
+    Besides the figures, the result says what they measure, so that a reader
+    of the JSON alone is not misled: ``samples_per_second_counts`` (the
+    epochs after the first; with one epoch, that epoch, start-up included)
+    and, with a pipeline, ``baseline`` (what torch's loader ran),
+    ``baseline_is_torchvision`` and ``baseline_note`` (why not, else ``None``).
+    """
     spec = resolve_store(settings.store, settings.backend_options)
     with spec.open_reader() as reader:
         manifest = reader.manifest
@@ -96,9 +104,10 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
         for name in LOADERS:
             runs[name].append(_run_in_child(name, spec, settings))
     summary: dict[str, Any] = {"store": spec.describe(), "records": manifest.length,
-                               "settings": settings.to_dict(), "repeats": repeats, "loaders": {}}
+                               "settings": settings.to_dict(), "repeats": repeats,
+                               "samples_per_second_counts": counted_epochs(settings.epochs), "loaders": {}}
     if settings.pipeline is not None:
-        summary["baseline"] = baseline_transform(settings.pipeline)[1]
+        summary.update(_baseline_fields(settings.pipeline))
     for name, results in runs.items():
         rate = statistics.median(run.steady_samples_per_second for run in results)
         summary["loaders"][name] = {
@@ -191,6 +200,22 @@ def pipeline_steps(pipeline: str, ops: Any) -> list[Any]:
     return [ops.Resize(256), ops.CenterCrop(224)]
 
 
+def counted_epochs(epochs: int) -> str:
+    """Which epochs samples/s counts, in words (the first only when it is the only one)."""
+    if epochs == 1:
+        return "the only epoch, worker start-up and the first batch included"
+    return f"epochs 2 to {epochs} (after the first)"
+
+
+def torchvision_problem() -> str | None:
+    """Why torchvision's ``transforms.v2`` does not import here (``"ExcType: message"``), or ``None``."""
+    try:
+        from torchvision.transforms import v2  # noqa: F401
+    except Exception as exc:  # absent, or a build that does not import beside this torch
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def baseline_transform(pipeline: str) -> tuple[Any, str]:
     """The transform torch's loader runs for ``pipeline``, and what it is, in words.
 
@@ -198,13 +223,24 @@ def baseline_transform(pipeline: str) -> tuple[Any, str]:
     operations called one by one on uint8 tensors (torchvision's arithmetic,
     unfused).
     """
-    try:
-        from torchvision.transforms import v2
-    except Exception:  # absent, or a build that does not import beside this torch
+    if torchvision_problem() is not None:
         from datakit import vision
 
         return vision.Compose(pipeline_steps(pipeline, vision)).__call__, "datakit.vision unfused, on tensors"
+    from torchvision.transforms import v2
+
     return v2.Compose([*pipeline_steps(pipeline, v2), v2.PILToTensor()]), "torchvision transforms.v2 on PIL"
+
+
+def _baseline_fields(pipeline: str) -> dict[str, Any]:
+    """What torch's loader ran, for the result: the help promises torchvision, so say when it was not."""
+    problem = torchvision_problem()
+    note = None if problem is None else (
+        f"torchvision does not import here ({problem}): torch's loader ran datakit.vision's operations "
+        "unfused on tensors in its place, not torchvision's transforms.v2 on PIL images; install "
+        "torchvision to compare against it")
+    return {"baseline": baseline_transform(pipeline)[1], "baseline_is_torchvision": problem is None,
+            "baseline_note": note}
 
 
 def _dataset(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Any:

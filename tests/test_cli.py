@@ -287,3 +287,32 @@ def test_inspect_says_what_a_path_that_holds_no_store_is(lmdb_store, tmp_path):
     assert "it has no data.mdb" not in inside.output + run("inspect", tmp_path / "notes.txt").output
     with pytest.raises(StoreError, match="inside the store"):
         datakit.LMDBDataset(lmdb_store / "lock.mdb")
+
+
+@pytest.mark.integration
+def test_bench_says_in_its_result_what_torch_ran_and_what_samples_per_second_counts(tmp_path):
+    """Without torchvision, torch's loader runs datakit.vision's operations unfused: the result says
+    so (text and --json), as it says when samples/s includes the start-up of a single epoch."""
+    from datakit.synthetic import make_photo_folder
+
+    make_photo_folder(tmp_path / "photos", images=8, classes=2, sides=(60, 90))
+    datakit.convert(tmp_path / "photos", tmp_path / "photos.lmdb", workers=1)
+    hidden = tmp_path / "hidden" / "torchvision"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text('raise ImportError("torchvision hidden by this test")\n')
+    path = os.pathsep.join([str(hidden.parent), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    command = [sys.executable, "-m", "datakit", "bench", str(tmp_path / "photos.lmdb"), "--repeats", "1",
+               "--workers", "0", "--batch-size", "4"]
+    text = subprocess.run([*command, "--epochs", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert text.returncode == 0, text.stderr
+    table_and_after = text.stdout[text.stdout.index("samples/s"):]
+    why = "torchvision does not import here (ImportError: torchvision hidden by this test)"
+    assert why in table_and_after
+    assert "datakit.vision's operations unfused" in table_and_after
+    assert "over the only epoch, worker start-up and the first batch included" in table_and_after
+    as_json = subprocess.run([*command, "--epochs", "2", "--json"], capture_output=True, text=True, env=env,
+                             timeout=120)
+    summary = json.loads(as_json.stdout)
+    assert summary["baseline_is_torchvision"] is False and "torchvision hidden" in summary["baseline_note"]
+    assert summary["samples_per_second_counts"] == "epochs 2 to 2 (after the first)"
