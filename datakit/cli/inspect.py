@@ -15,12 +15,26 @@ __all__ = ["inspect_command"]
 _SHOWN_BAD = 50
 
 
+def _check_preview(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An extension that names no format is a usage error, found before the store is read."""
+    from datakit.inspection import preview_format
+
+    if value is not None:
+        try:
+            preview_format(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
 @click.command("inspect", cls=DatakitCommand)
 @click.argument("store")
 @store_options
 @click.option("--verify", is_flag=True, help="Check every checksum and decode every image.")
-@click.option("--preview", type=click.Path(dir_okay=False, writable=True), metavar="FILE.png",
-              help="Write a labelled grid of sample thumbnails.")
+@click.option("--preview", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              callback=_check_preview,
+              help="Write a labelled grid of sample thumbnails, as PNG, JPEG or WebP by FILE's extension "
+                   "(.png, .jpg, .jpeg, .webp).")
 @click.option("--preview-count", type=click.IntRange(min=1), default=36, show_default=True,
               help="Samples on the preview sheet.")
 @click.option("--skipped", "list_skipped", is_flag=True,
