@@ -18,6 +18,7 @@ import datakit
 from datakit.cli import cli
 from datakit.errors import StoreError
 from tests.conftest import CLASSES, PER_CLASS
+from tests.helpers import kill_conversion_at
 
 GOOD = len(CLASSES) * PER_CLASS
 
@@ -316,3 +317,15 @@ def test_bench_says_in_its_result_what_torch_ran_and_what_samples_per_second_cou
     summary = json.loads(as_json.stdout)
     assert summary["baseline_is_torchvision"] is False and "torchvision hidden" in summary["baseline_note"]
     assert summary["samples_per_second_counts"] == "epochs 2 to 2 (after the first)"
+
+
+def test_inspect_of_an_incomplete_store_exits_3_so_scripts_notice(fresh_folder, tmp_path):
+    kill_conversion_at(fresh_folder, tmp_path / "s", stop_at=7, workers=1)
+    text = run("inspect", tmp_path / "s")
+    assert text.exit_code == 3 and "INCOMPLETE" in text.output, text.output
+    as_json = run("inspect", tmp_path / "s", "--json")
+    assert as_json.exit_code == 3 and json.loads(as_json.output)["complete"] is False
+    assert (run("inspect", tmp_path / "s", "--quiet").exit_code, run("inspect", tmp_path / "s", "-q").output) == (3, "")
+    assert "3 when the store is incomplete" in " ".join(run("inspect", "--help").output.split())
+    datakit.convert(fresh_folder, tmp_path / "s", resume=True, workers=1)
+    assert run("inspect", tmp_path / "s").exit_code == 0

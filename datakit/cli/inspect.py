@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from datakit.cli._errors import DatakitCommand
+from datakit.cli._errors import INCOMPLETE, DatakitCommand
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
@@ -44,7 +44,10 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
                     preview_count: int, list_skipped: bool, as_json: bool, quiet: bool) -> None:
     """Summarise STORE (a path, or a mongodb:// URI with --collection).
 
-    Exits with status 1 when --verify finds a bad record.
+    Exit status: 0 for a complete store; 1 for an error, or when --verify
+    finds a bad record; 2 for a usage error; 3 when the store is incomplete
+    (its conversion was interrupted, or is still running), after printing
+    the summary, so that scripts notice.
     """
     from datakit.inspection import inspect
     from datakit.stores import resolve_store
@@ -60,6 +63,8 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     bad = summary.get("verify", {}).get("bad")
     if bad:
         raise click.ClickException(f"{len(bad)} bad record(s) in {summary['path']}")
+    if not summary["complete"]:
+        click.get_current_context().exit(INCOMPLETE)  # the summary said so; the status tells scripts
 
 
 def _render(summary: dict[str, Any]) -> str:
