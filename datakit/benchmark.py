@@ -34,7 +34,7 @@ __all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline
            "counted_epochs", "torchvision_problem"]
 
 LOADERS = ("torch", "datakit")
-_STOP_GRACE = 30.0  # seconds a stopped run may take to finish its batch and shut its workers down
+_STOP_GRACE = 10.0  # seconds a stopped run may take to finish its batch and shut its workers down
 
 
 @dataclass(frozen=True)
