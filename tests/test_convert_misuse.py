@@ -395,4 +395,4 @@ def test_resume_of_a_store_started_with_the_old_order_is_refused_or_continued(fr
 def test_skipped_files_of_an_interrupted_store_are_not_known_yet(fresh_folder, tmp_path):
     kill_conversion_at(fresh_folder, tmp_path / "s", stop_at=7, workers=1)
     result = run("inspect", tmp_path / "s", "--skipped")
-    assert result.exit_code == 0 and "not known until the conversion finishes" in result.output
+    assert result.exit_code == 3 and "not known until the conversion finishes" in result.output

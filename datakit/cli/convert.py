@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import DatakitCommand
 from datakit.cli._options import UserPath, output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
@@ -29,7 +30,7 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
-@click.command("convert")
+@click.command("convert", cls=DatakitCommand)
 @click.argument("src", type=UserPath(exists=True, file_okay=False, readable=True))
 @click.argument("dest")
 @store_options

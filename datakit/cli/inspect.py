@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import INCOMPLETE, DatakitCommand
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
@@ -14,12 +15,26 @@ __all__ = ["inspect_command"]
 _SHOWN_BAD = 50
 
 
-@click.command("inspect")
+def _check_preview(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An extension that names no format is a usage error, found before the store is read."""
+    from datakit.inspection import preview_format
+
+    if value is not None:
+        try:
+            preview_format(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+@click.command("inspect", cls=DatakitCommand)
 @click.argument("store")
 @store_options
 @click.option("--verify", is_flag=True, help="Check every checksum and decode every image.")
-@click.option("--preview", type=click.Path(dir_okay=False, writable=True), metavar="FILE.png",
-              help="Write a labelled grid of sample thumbnails.")
+@click.option("--preview", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              callback=_check_preview,
+              help="Write a labelled grid of sample thumbnails, as PNG, JPEG or WebP by FILE's extension "
+                   "(.png, .jpg, .jpeg, .webp).")
 @click.option("--preview-count", type=click.IntRange(min=1), default=36, show_default=True,
               help="Samples on the preview sheet.")
 @click.option("--skipped", "list_skipped", is_flag=True,
@@ -29,7 +44,10 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
                     preview_count: int, list_skipped: bool, as_json: bool, quiet: bool) -> None:
     """Summarise STORE (a path, or a mongodb:// URI with --collection).
 
-    Exits with status 1 when --verify finds a bad record.
+    Exit status: 0 for a complete store; 1 for an error, or when --verify
+    finds a bad record; 2 for a usage error; 3 when the store is incomplete
+    (its conversion was interrupted, or is still running), after printing
+    the summary, so that scripts notice.
     """
     from datakit.inspection import inspect
     from datakit.stores import resolve_store
@@ -45,6 +63,8 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     bad = summary.get("verify", {}).get("bad")
     if bad:
         raise click.ClickException(f"{len(bad)} bad record(s) in {summary['path']}")
+    if not summary["complete"]:
+        click.get_current_context().exit(INCOMPLETE)  # the summary said so; the status tells scripts
 
 
 def _render(summary: dict[str, Any]) -> str:

@@ -63,6 +63,7 @@ from datakit.stores.base import (
     stats_fit,
 )
 from datakit.stores.dirlock import LOCK_NAME, DirectoryLock, lock_holder
+from datakit.stores.pathkind import not_a_store_message
 
 __all__ = ["LMDBSpec", "LMDBReader", "LMDBWriter", "make_spec"]
 
@@ -211,7 +212,7 @@ class LMDBReader(StoreReader):
                 f"no store at {spec.path}; create one with `datakit convert SRC {spec.path}`"
             )
         if not spec.is_lmdb_store():
-            raise StoreError(f"{spec.path} is not a datakit store (it has no data.mdb)")
+            raise StoreError(not_a_store_message(spec.path))
         self._env = _environments.acquire(spec.path)
         self._closed = False
         try:
