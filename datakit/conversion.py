@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -28,10 +29,17 @@ from datakit.appending import AppendPlan, appended_manifest, plan_append
 from datakit.conversion_report import ConversionReport, SkippedFile, checked, listed_skips
 from datakit.destination import check_outside_source, prepare_destination, resolve_destination
 from datakit.downscale import DEFAULT_QUALITY
+from datakit.errors import DatakitWarning
 from datakit.images import DEFAULT_MAX_PIXELS
-from datakit.labelfile import LabelledFolder, label_scan_rules, labelled_folder, read_label_file
+from datakit.labelfile import (
+    LabelledFolder,
+    in_class_order,
+    label_scan_rules,
+    labelled_folder,
+    read_label_file,
+)
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
-from datakit.reading import ReadOptions, ReadOutcome, read_images
+from datakit.reading import ReadOptions, ReadOutcome, read_images, too_many_readers, usable_cpus
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind
 from datakit.source import SourceEntry, SourceFolder, scan_folder, scan_rules
 from datakit.stores import given_options
@@ -117,16 +125,17 @@ def convert(
         labels: a label file (CSV with the header ``path,label``, or JSON
             Lines of ``{"path": ..., "label": ...}``) naming the images to
             convert, relative to ``src``, and their classes; the classes are
-            its labels, sorted, and the records come in its order. Images
+            its labels, sorted (as numbers when every label is an integer,
+            else as text), and the records come in its order. Images
             under ``src`` it does not name are not converted, and counted
             (:mod:`datakit.labelfile`).
         append: add to the complete store ``dest`` the images it does not hold
             yet (by relative path), after its records, which never change; new
             classes go at the end of ``classes``. The store keeps its own
-            ``format``, ``exif_transpose``, ``max_side`` and ``quality``.
+            ``format``, ``exif_transpose``, ``max_side`` and ``quality``, and
+            its labels' origin: class folders, or a label file (``labels``).
             Crash-safe: ``append`` (or ``resume``) again finishes an
-            interrupted append (:mod:`datakit.appending`). Without a store at
-            ``dest`` it converts one.
+            interrupted append (:mod:`datakit.appending`).
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -135,16 +144,23 @@ def convert(
     Returns:
         A :class:`ConversionReport`.
 
+    Warns:
+        DatakitWarning: a class folder is hidden (``.ipynb_checkpoints``: a
+            class, as in ``ImageFolder``), or ``workers`` exceeds the usable
+            CPUs. Warnings name the caller's line.
+
     Raises:
         SourceError: ``src`` is missing or holds no image.
         LabelFileError: the label file is unreadable or malformed (the message
             names its line).
-        InvalidLocationError: ``dest`` is inside ``src``, or a URI of a scheme
-            datakit does not support.
+        InvalidLocationError: ``dest`` is inside ``src``, a URI of a scheme
+            datakit does not support, or one missing its colon (``mongodb//host``).
+        StoreNotFoundError: ``append`` without a store at ``dest``.
         DestinationExistsError: ``dest`` exists and neither ``resume`` nor
             ``overwrite`` was given.
         ConversionError: with ``strict``, when files or folders were skipped;
-            or when a resumed store was converted with other settings.
+            when a resumed store was converted with other settings; or when an
+            append's labels come from elsewhere than the store's.
     """
     _check_arguments(resume=resume, overwrite=overwrite, append=append, format=format,
                      commit_every=commit_every, workers=workers, max_pixels=max_pixels, max_side=max_side,
@@ -154,6 +170,7 @@ def convert(
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
     check_outside_source(root, spec)
     folder, rules = _scan_source(root, labels, extensions)
+    _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     multi = isinstance(folder, LabelledFolder) and folder.multi_label
     settings = ConversionSettings(folder.root, folder.classes, format, rules, exif_transpose, max_side or 0,
                                   quality if max_side else 0, "multi" if multi else "single")
@@ -166,14 +183,14 @@ def convert(
             report.complete = report.already_complete = True
             return _finished(report, started)
         plan: AppendPlan | None = None
-        entries = folder.entries
         if isinstance(prepared, AppendState):
             plan = plan_append(prepared, folder, rules, multi, spec.describe())
             writer.begin_append(plan.settings)
             state, entries, settings = plan.state, plan.entries, plan.settings
             report.appended_to = plan.before.length
-        else:
-            state = prepared
+        else:  # a new store, or one resumed in the class order it was started in
+            state, folder = prepared, in_class_order(folder, prepared.settings.classes)
+            entries = folder.entries
         done = set(state.sources)
         pending = [entry for entry in entries if entry.path not in done]
         report.resumed_from = state.stats.length
@@ -181,6 +198,7 @@ def convert(
             report.total, report.complete = state.stats.length, True  # nothing new: the store is left alone
             return _finished(report, started)
         multi = settings.label_kind == "multi"
+        _warn_caller([too_many_readers(workers or 1, len(pending))])
         outcomes = _read(pending, folder.root, settings, verify, max_pixels, workers)
         if progress is not None:
             outcomes = _reporting(outcomes, progress, len(pending))
@@ -243,6 +261,10 @@ def _new_report(folder: SourceFolder, where: str, exif_transpose: bool, max_side
         report.label_file, report.unlisted = folder.label_file, folder.unlisted
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
                           for item in folder.unreadable)
+    report.skipped.extend(SkippedFile(loop.path, f"folder not followed (a symlink to "
+                                      f"{os.path.normpath(os.path.join(folder.root, loop.target))}, which "
+                                      "contains it: ImageFolder would store its images again)")
+                          for loop in folder.loops)
     return report
 
 
@@ -253,7 +275,7 @@ def _read(pending: Sequence[SourceEntry], root: str, settings: ConversionSetting
     options = ReadOptions(root, kind, verify, max_pixels, settings.exif_transpose, settings.max_side or None,
                           settings.quality or DEFAULT_QUALITY, settings.label_kind == "multi")
     decodes = verify or kind is PayloadKind.RAW
-    return read_images(pending, options, workers or ((os.cpu_count() or 1) if decodes else 1))
+    return read_images(pending, options, workers or (usable_cpus() if decodes else 1))
 
 
 def _manifest(folder: SourceFolder, settings: ConversionSettings, stats: Stats, report: ConversionReport,
@@ -267,7 +289,21 @@ def _manifest(folder: SourceFolder, settings: ConversionSettings, stats: Stats, 
                     exif_transpose=settings.exif_transpose, max_side=settings.max_side,
                     quality=settings.quality, label_file=report.label_file,
                     unlisted=len(report.unlisted), label_kind=settings.label_kind,
-                    format_version=MULTI_LABEL_VERSION if multi else SINGLE_LABEL_VERSION)
+                    format_version=MULTI_LABEL_VERSION if multi else SINGLE_LABEL_VERSION,
+                    class_order=folder.class_order)
+
+
+def _hidden_class_warning(folder: SourceFolder, name: str) -> str:
+    return (f"{folder.root}/{name} is a hidden folder, taken as the class {name!r} as ImageFolder takes it "
+            f"(the labels of the classes after it shift by one); if it is not a class (Jupyter's "
+            f".ipynb_checkpoints, say), delete it or move it out of {folder.root}")
+
+
+def _warn_caller(messages: Sequence[str | None]) -> None:
+    """Warn about the conversion, naming the line that called :func:`convert` (not a line of datakit's)."""
+    for message in messages:
+        if message is not None:
+            warnings.warn(message, DatakitWarning, stacklevel=3)
 
 
 def _finished(report: ConversionReport, started: float) -> ConversionReport:
