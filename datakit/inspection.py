@@ -69,7 +69,10 @@ def inspect(
         ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
         multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
         (the ``--labels`` file the labels came from, ``None`` for class
-        folders or an incomplete store), ``unlisted`` (images under the
+        folders or an incomplete store), ``class_order`` (``"numeric"``: a
+        label file's integer labels sorted as numbers; ``"text"``: sorted as
+        text, as folder names are; ``None`` for an incomplete store; classes
+        new in an append come last either way), ``unlisted`` (images under the
         source that the label file did not name), ``appends`` (each
         ``--append``: ``when``, ``added``, ``source``, ``label_file``),
         ``being_written`` (a conversion is writing the
@@ -129,6 +132,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         quality=manifest.quality,
         label_kind=manifest.label_kind,
         label_file=manifest.label_file or None,
+        class_order=manifest.class_order,
         unlisted=manifest.unlisted,
         appends=[dict(entry) for entry in manifest.appends],
         being_written=False,
@@ -149,7 +153,7 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
-                   unlisted=0, appends=[], being_written=running is not None,
+                   class_order=None, unlisted=0, appends=[], being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 

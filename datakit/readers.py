@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
-from datakit.errors import DatakitError
+from datakit.errors import DatakitError, option
 from datakit.loader import channel
 from datakit.loader.lifeline import ParentLink
 
@@ -164,5 +164,5 @@ def _died(process: Any) -> ReaderFailed:
             how = f"was killed by signal {-exitcode}"
     else:
         how = f"exited unexpectedly (exit code {exitcode})"
-    return ReaderFailed(f"reader process {process.pid} {how}; the conversion stopped "
-                        "(finish it with --resume)")
+    return ReaderFailed.advising("reader process {pid} {how}; the conversion stopped (finish it with "
+                                 "{resume})", pid=process.pid, how=how, resume=option("resume"))

@@ -1,7 +1,8 @@
 """Where library errors become one-line CLI messages, in one place.
 
 A :class:`~datakit.errors.DatakitError` already names what is at fault and
-what to do, so it is printed as is with exit code 1; an
+what to do, so it is printed as is (in its command-line wording, which names
+flags where the library's names keywords) with exit code 1; an
 :class:`~datakit.errors.InvalidLocationError` (a store location no store can
 be at) is a usage error, exit code 2. An ``OSError`` about a path (permission
 denied, a missing folder, a read-only or full disk) is the user's to fix: one
@@ -118,11 +119,11 @@ class DatakitGroup(click.Group):
         except InvalidLocationError as exc:
             if _debug(ctx):
                 raise
-            raise _UsageMessage(str(exc)) from None
+            raise _UsageMessage(exc.command_line or str(exc)) from None
         except DatakitError as exc:
             if _debug(ctx):
                 raise
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(exc.command_line or str(exc)) from None
         except OSError as exc:
             if _debug(ctx):
                 raise

@@ -114,7 +114,7 @@ def _render(summary: dict[str, Any]) -> str:
                      f"{summary['downscaled']} image(s) stored downscaled")
     if notes:
         lines.append(f"notes       {'; '.join(notes)}")
-    lines.append(f"classes     {len(summary['classes'])}")
+    lines.append(f"classes     {len(summary['classes'])}{_class_order(summary)}")
     width = max((len(name) for name in summary["classes"]), default=0)
     lines.extend(f"  {name:<{width}}  {count}" for name, count in summary["class_counts"].items())
     if "verify" in summary:
@@ -129,6 +129,17 @@ def _render(summary: dict[str, Any]) -> str:
     if "skipped_files" in summary:
         lines.extend(_render_skipped(summary))
     return "\n".join(lines)
+
+
+def _class_order(summary: dict[str, Any]) -> str:
+    """How the classes are sorted, for a label file's (folder names are always sorted as text)."""
+    if not summary.get("label_file"):
+        return ""
+    if summary.get("class_order") == "numeric":
+        order = ", sorted as numbers (every label is an integer)"
+    else:
+        order = ", sorted as text"
+    return order + (", any classes added by appends last" if summary.get("appends") else "")
 
 
 def _render_skipped(summary: dict[str, Any]) -> list[str]:
