@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import multiprocessing
 import multiprocessing.connection
+import os
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -60,6 +61,9 @@ class WorkerPool:
         self._processes: list[multiprocessing.process.BaseProcess] = []
         self._retired: set[int] = set()  # told to exit: their exit is not an error
         self._closed = False
+        # The workers are this process's children; a forked copy of the pool (in a child of this
+        # process, such as a worker of torch's DataLoader) must not stop them or join them.
+        self._owner = os.getpid()
         self._turn = 0
         try:
             for worker_id in range(config.num_workers):
@@ -164,10 +168,19 @@ class WorkerPool:
 
         Workers are asked to stop, given a moment to exit, then terminated and
         finally killed, so no process outlives the pool.
+
+        In a process forked from the pool's owner (which inherits the pool and
+        the finaliser that calls this), only that process's copies of the pipes
+        are closed: the workers, their stop event and their task pipes are the
+        owner's, still in use there.
         """
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._owner:
+            for connection in (*self._result_readers, *self._task_writers):
+                connection.close()
+            return
         self._stop.set()
         for writer in self._task_writers:
             channel.try_send(writer, STOP)
