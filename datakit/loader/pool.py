@@ -14,6 +14,7 @@ import fcntl
 import multiprocessing
 import multiprocessing.connection
 import os
+import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -24,7 +25,7 @@ from datakit.loader.lifeline import ParentLink
 from datakit.loader.protocol import STOP, Result
 from datakit.loader.worker import WorkerConfig, worker_loop
 
-__all__ = ["WorkerPool", "WorkerDiedError"]
+__all__ = ["WorkerPool", "WorkerDiedError", "resolve_context"]
 
 # Linux lets a pipe buffer grow to /proc/sys/fs/pipe-max-size (1 MiB by default). Bigger
 # buffers let a worker send a non-tensor batch, and the main process send a full
@@ -38,6 +39,17 @@ _JOIN_SECONDS = 1.0
 
 class WorkerDiedError(RuntimeError):
     """A worker process exited without being told to."""
+
+
+def resolve_context(context: Any) -> Any:
+    """The multiprocessing context that starts the workers: ``context``, else the default start
+    method, else ``fork`` on Linux (as torch, whatever Python's own default there)."""
+    if context is not None:
+        return context
+    method = multiprocessing.get_start_method(allow_none=True)
+    if method is None and sys.platform.startswith("linux"):
+        method = "fork"
+    return multiprocessing.get_context(method)
 
 
 def _grow_pipe(connection: Connection) -> None:
