@@ -14,6 +14,7 @@ the loader's generator, then indices are drawn.
 from __future__ import annotations
 
 import functools
+import multiprocessing.process
 import queue
 import threading
 import time
@@ -393,6 +394,11 @@ class MultiProcessIterator(_BaseIterator):
         """Stops the workers and the pin thread now; a later ``next()`` raises ``RuntimeError``."""
         self._finalizer()
 
-    # torch's name: code written for torch (PyTorch Lightning, torch's own tests) calls
-    # ``loader._iterator._shutdown_workers()`` to stop persistent workers.
+    # torch's names, for code written for torch (PyTorch Lightning, torch's own tests):
+    # ``loader._iterator._shutdown_workers()`` stops persistent workers, and ``iterator._workers``
+    # lists the worker ``Process`` objects (``.pid``, ``.is_alive()``, ``.join()``), read-only.
     _shutdown_workers = shutdown
+
+    @property
+    def _workers(self) -> list[multiprocessing.process.BaseProcess]:
+        return self._pool.processes

@@ -111,6 +111,11 @@ class WorkerPool:
         """The workers' process ids."""
         return [process.pid for process in self._processes]
 
+    @property
+    def processes(self) -> list[multiprocessing.process.BaseProcess]:
+        """The workers' ``Process`` objects, in worker order; a new list, so the pool's cannot change."""
+        return list(self._processes)
+
     def send(self, worker_id: int, message: Any) -> None:
         """Sends a message to a worker.
 
