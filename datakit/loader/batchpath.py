@@ -48,6 +48,13 @@ class SupportsBatchSlots(Protocol):
             indices: The batch's indices.
             images: uint8, ``(len(indices), *batch_sample_shape())``.
             labels: int64, ``(len(indices),)``.
+
+        Raises:
+            ValueError: A sample's image does not have ``batch_sample_shape()``
+                (numpy's broadcasting error when it is written into ``images``
+                is one). The loader then fetches that batch the ordinary way:
+                ``__getitems__`` and ``default_collate``, which says which
+                samples differ and how to give them one size.
         """
         ...
 

@@ -19,6 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
+from datakit.loader.arguments import check_worker_arguments
 from datakit.loader.collate import default_collate, default_convert
 from datakit.loader.datapipes import apply_shuffle, is_iter_datapipe
 from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, parse_device, select_backend
@@ -75,7 +76,7 @@ class DataLoader(Generic[T]):
         multiprocessing_context: Start method name (``"fork"``, ``"spawn"``,
             ``"forkserver"``) or context; default ``fork`` on Linux.
         generator: Generator for the default random sampler and the workers' base seed.
-        prefetch_factor: Batches in flight per worker (default 2 with workers).
+        prefetch_factor: Batches in flight per worker (default 2 with workers; at least 1).
         persistent_workers: Keep the workers between epochs.
         in_order: Deliver batches in sampler order; False hands them out as they finish.
         device: Deliver batches on this device (``"cuda"``, ``"cuda:N"``, a
@@ -86,8 +87,10 @@ class DataLoader(Generic[T]):
 
     Raises:
         ValueError: For the same conflicting or invalid options torch rejects;
-            for a ``device`` that is not a device name, a CUDA index past the
-            machine's devices, or a device type batches cannot be staged to.
+            for ``prefetch_factor=0`` with workers (torch's own loader accepts
+            it and fails at ``iter()``); for a ``device`` that is not a device
+            name, a CUDA index past the machine's devices, or a device type
+            batches cannot be staged to.
         TypeError: ``device`` is neither a string nor a ``torch.device``.
 
     Example:
@@ -119,24 +122,7 @@ class DataLoader(Generic[T]):
         in_order: bool = True,
         device: str | torch.device | None = None,
     ) -> None:
-        if num_workers < 0:
-            raise ValueError(
-                "num_workers option should be non-negative; use num_workers=0 to disable multiprocessing."
-            )
-        if timeout < 0:
-            raise ValueError("timeout option should be non-negative")
-        if num_workers == 0 and prefetch_factor is not None:
-            raise ValueError(
-                "prefetch_factor option could only be specified in multiprocessing. "
-                "Let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None."
-            )
-        if num_workers > 0 and prefetch_factor is None:
-            prefetch_factor = 2
-        elif prefetch_factor is not None and prefetch_factor < 0:
-            raise ValueError("prefetch_factor option should be non-negative")
-        if persistent_workers and num_workers == 0:
-            raise ValueError("persistent_workers option needs num_workers > 0")
-
+        prefetch_factor = check_worker_arguments(num_workers, timeout, prefetch_factor, persistent_workers)
         self.dataset = dataset
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor

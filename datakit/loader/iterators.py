@@ -14,6 +14,7 @@ the loader's generator, then indices are drawn.
 from __future__ import annotations
 
 import functools
+import multiprocessing.process
 import queue
 import threading
 import time
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from datakit.loader.arguments import prefetch_per_worker
 from datakit.loader.batchpath import batch_finisher
 from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.epoch_seed import epoch_seed_set
@@ -32,7 +34,7 @@ from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import pin_loop
 from datakit.loader.pipeline import BatchPipeline
 from datakit.loader.plan import LoaderPlan
-from datakit.loader.pool import WorkerDiedError, WorkerPool
+from datakit.loader.pool import WorkerDiedError, WorkerPool, resolve_context
 from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
 from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
@@ -185,29 +187,17 @@ class _Resources:
         self.pool.shutdown()
 
 
-def _resolve_context(context: Any) -> Any:
-    import multiprocessing
-    import sys
-
-    if context is not None:
-        return context
-    method = multiprocessing.get_start_method(allow_none=True)
-    if method is None and sys.platform.startswith("linux"):
-        method = "fork"
-    return multiprocessing.get_context(method)
-
-
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
     def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
         super().__init__(plan, epochs)
-        assert plan.prefetch_factor is not None and plan.prefetch_factor > 0, "validated by DataLoader"
+        prefetch_factor = prefetch_per_worker(plan.prefetch_factor)  # reassignable after construction
         self._persistent = plan.persistent_workers
         self._timeout = float(plan.timeout)
         self._timeout_as_given = plan.timeout  # torch's message shows it as given: "1 seconds"
         self._ended = False
-        self._ledger = TaskLedger(plan.num_workers, plan.prefetch_factor, plan.in_order)
+        self._ledger = TaskLedger(plan.num_workers, prefetch_factor, plan.in_order)
         self._slots = self._make_slots(plan)
         make_fetcher = self._make_fetcher()
         if self._slots is not None:
@@ -224,7 +214,7 @@ class MultiProcessIterator(_BaseIterator):
             shared_seed=self._shared_seed,
             epoch=self._progress.epoch,
         )
-        self._resources = _Resources(WorkerPool(config, _resolve_context(plan.multiprocessing_context)))
+        self._resources = _Resources(WorkerPool(config, resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
         self._pipeline = BatchPipeline(
@@ -404,6 +394,11 @@ class MultiProcessIterator(_BaseIterator):
         """Stops the workers and the pin thread now; a later ``next()`` raises ``RuntimeError``."""
         self._finalizer()
 
-    # torch's name: code written for torch (PyTorch Lightning, torch's own tests) calls
-    # ``loader._iterator._shutdown_workers()`` to stop persistent workers.
+    # torch's names, for code written for torch (PyTorch Lightning, torch's own tests):
+    # ``loader._iterator._shutdown_workers()`` stops persistent workers, and ``iterator._workers``
+    # lists the worker ``Process`` objects (``.pid``, ``.is_alive()``, ``.join()``), read-only.
     _shutdown_workers = shutdown
+
+    @property
+    def _workers(self) -> list[multiprocessing.process.BaseProcess]:
+        return self._pool.processes

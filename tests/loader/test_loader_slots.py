@@ -215,3 +215,38 @@ def test_slots_are_not_paged_into_the_main_process():
     assert resident_mb() - before < 10
     slots.buffers.images[1, 3] = 9  # usable as ever
     assert int(slots.buffers.images[1, 3, 0, 0, 0]) == 9
+
+
+class ShapePromiseBroken(torch.utils.data.Dataset):
+    """Promises 3x4x4 images to the batch slots, but sample 5 is 3x6x4 (photos of mixed sizes)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.full((3, 6 if index == 5 else 4, 4), index, dtype=torch.uint8), index
+
+    def batch_sample_shape(self) -> tuple[int, int, int]:
+        return (3, 4, 4)
+
+    def read_batch_into(self, indices, images, labels) -> None:
+        for row, index in enumerate(indices):
+            images[row], labels[row] = self[index][0].numpy(), index  # numpy cannot fit 3x6x4 into 3x4x4
+
+
+@pytest.mark.integration
+def test_a_sample_of_another_size_in_a_slot_gets_collates_advice():
+    dataset = ShapePromiseBroken()
+    assert batch_sample_shape(dataset, 4, datakit.default_collate, True) == (3, 4, 4)
+    iterator = iter(datakit.DataLoader(dataset, batch_size=4, num_workers=2))
+    images, labels = next(iterator)  # through a slot
+    assert labels.tolist() == [0, 1, 2, 3] and images[:, 0, 0, 0].tolist() == [0, 1, 2, 3]
+    with pytest.raises(RuntimeError) as caught:
+        next(iterator)
+    message = str(caught.value)
+    del caught, iterator  # the traceback holds the iterator, and so its workers
+    assert message.startswith(
+        "stack expects each tensor to be equal size, but got [3, 4, 4] at entry 0 and [3, 6, 4] at entry 1"
+    ), message
+    assert "samples 0 and 1 of the batch are 4x4 and 6x4 images" in message
+    assert "datakit.vision.Resize((224, 224))" in message

@@ -1,0 +1,71 @@
+"""Checks of the loader's worker arguments, with torch's words.
+
+Users and tools match on torch's messages, so each refusal torch makes reads
+as torch's does. One value torch lets through to a late ``AssertionError``
+(``prefetch_factor=0`` with workers: "prefetch_factor must be greater than 0
+for MultiProcessingDataLoaderIter" at ``iter()``) is refused here, at
+construction, with the same opening words: an ``assert`` is no way to reject
+user input, and under ``python -O`` it is gone.
+"""
+
+from __future__ import annotations
+
+__all__ = ["check_worker_arguments", "prefetch_per_worker"]
+
+# torch's default number of batches in flight per worker.
+DEFAULT_PREFETCH_FACTOR = 2
+
+
+def check_worker_arguments(
+    num_workers: int, timeout: float, prefetch_factor: int | None, persistent_workers: bool
+) -> int | None:
+    """Validates the worker arguments of ``DataLoader(...)``; returns the prefetch factor to keep.
+
+    Args:
+        num_workers, timeout, prefetch_factor, persistent_workers: As given to the loader.
+
+    Returns:
+        ``prefetch_factor``, or torch's default (2) when it is None and there are workers.
+
+    Raises:
+        ValueError: For torch's refusals, in torch's words, and for
+            ``prefetch_factor=0`` with workers (which torch refuses only at ``iter()``).
+    """
+    if num_workers < 0:
+        raise ValueError(
+            "num_workers option should be non-negative; use num_workers=0 to disable multiprocessing."
+        )
+    if timeout < 0:
+        raise ValueError("timeout option should be non-negative")
+    if num_workers == 0 and prefetch_factor is not None:
+        raise ValueError(
+            "prefetch_factor option could only be specified in multiprocessing. "
+            "Let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None."
+        )
+    if num_workers > 0 and prefetch_factor is None:
+        prefetch_factor = DEFAULT_PREFETCH_FACTOR
+    elif prefetch_factor is not None and prefetch_factor < 0:
+        raise ValueError("prefetch_factor option should be non-negative")
+    if num_workers > 0:
+        prefetch_per_worker(prefetch_factor)
+    if persistent_workers and num_workers == 0:
+        raise ValueError("persistent_workers option needs num_workers > 0")
+    return prefetch_factor
+
+
+def prefetch_per_worker(prefetch_factor: int | None) -> int:
+    """The batches in flight per worker for a pass with workers.
+
+    Checked again when a pass starts, since ``loader.prefetch_factor`` can be
+    reassigned after construction (as in torch).
+
+    Raises:
+        ValueError: ``prefetch_factor`` is not at least 1: each worker needs a
+            batch in flight, or no batch is ever asked for.
+    """
+    if prefetch_factor is None or prefetch_factor < 1:
+        raise ValueError(
+            "prefetch_factor must be greater than 0 for multi-process loading (num_workers > 0): "
+            f"the batches each worker loads in advance, but got prefetch_factor={prefetch_factor}"
+        )
+    return prefetch_factor
