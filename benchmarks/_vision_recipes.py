@@ -86,7 +86,7 @@ def torchvision_stages(recipe: Recipe) -> list[tuple[str, list[Any]]]:
     policy = (v2.TrivialAugmentWide(interpolation=v2.InterpolationMode.BILINEAR) if recipe.name == "reference"
               else v2.RandAugment(num_ops=2, magnitude=9))
     finish = [v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
-              v2.RandomErasing(recipe.erasing)]
+              v2.RandomErasing(recipe.erasing), v2.ToPureTensor()]
     return [("crop/resize", crop), ("augment", [policy]), ("tensor/normalize/erase", finish)]
 
 

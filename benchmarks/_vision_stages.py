@@ -16,7 +16,10 @@ of the process's threads: DALI's workers included):
   them (in the worker without a device).
 - DALI: operators run inside its graph, so each stage's cost is the
   difference between pipelines cut after that stage and before it (each
-  run synchronously, over the same number of batches).
+  run synchronously, over the same number of batches). A cut pipeline also
+  copies its last stage's output out of the graph, so a stage's figure
+  carries the difference between two such copies: read DALI's rows as
+  estimates, its total as measured.
 """
 
 from __future__ import annotations
