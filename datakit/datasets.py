@@ -38,7 +38,7 @@ from datakit.records import MULTI_LABEL_VERSION, PayloadKind, Record, decode_raw
 from datakit.sample_paths import PathIndex, SamplePaths
 from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
-from datakit.vision.pipeline import FusedPipeline
+from datakit.vision.fused_pipeline import FusedPipeline
 
 __all__ = ["Output", "OnError", "StoreDataset", "LMDBDataset", "MongoDataset"]
 

@@ -10,7 +10,7 @@ without a reorder buffer. At most ``window`` chunks per reader are in flight.
 
 Readers die with the conversion: they arm the parent-death signal and check
 their parent while waiting and while sending
-(:class:`datakit.loader.lifeline.ParentLink`), and the main process notices a
+(:class:`datakit.procs.lifeline.ParentLink`), and the main process notices a
 reader that died and says which, with its exit code or signal.
 """
 
@@ -27,8 +27,8 @@ from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
 from datakit.errors import DatakitError, option
-from datakit.loader import channel
-from datakit.loader.lifeline import ParentLink
+from datakit.procs import channel
+from datakit.procs.lifeline import ParentLink
 
 __all__ = ["ReaderFailed", "ReaderPool"]
 

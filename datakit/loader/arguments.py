@@ -69,3 +69,8 @@ def prefetch_per_worker(prefetch_factor: int | None) -> int:
             f"the batches each worker loads in advance, but got prefetch_factor={prefetch_factor}"
         )
     return prefetch_factor
+
+
+def is_positive_int(value: object) -> bool:
+    """Whether ``value`` is an int above 0 (a bool is not an int here, as in torch's checks)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

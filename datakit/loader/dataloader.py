@@ -20,19 +20,15 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from datakit.loader.arguments import check_worker_arguments
+from datakit.loader.batch_sampler import BatchSampler, InfiniteConstantSampler
 from datakit.loader.collate import default_collate, default_convert
 from datakit.loader.datapipes import apply_shuffle, is_iter_datapipe
 from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, parse_device, select_backend
+from datakit.loader.index_samplers import RandomSampler, SequentialSampler
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
+from datakit.loader.lazy_sampler import LazyRandomSampler
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.resume import EpochKeeper
-from datakit.loader.samplers import (
-    BatchSampler,
-    InfiniteConstantSampler,
-    LazyRandomSampler,
-    RandomSampler,
-    SequentialSampler,
-)
 
 __all__ = ["DataLoader"]
 

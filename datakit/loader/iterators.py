@@ -5,7 +5,7 @@ them, and report each pass to its :class:`~datakit.loader.resume.EpochKeeper`.
 :class:`SingleProcessIterator` fetches in the calling thread;
 :class:`MultiProcessIterator` drives a :class:`~datakit.loader.pool.WorkerPool`
 with a :class:`~datakit.loader.ordering.TaskLedger`, optionally through a pin
-thread. Both deliver through a :class:`~datakit.loader.pipeline.BatchPipeline`
+thread. Both deliver through a :class:`~datakit.loader.batch_stages.BatchStages`
 (settle, pin, stage). Random numbers are drawn in the order torch's iterators
 draw them: the sampler iterator is created, then the base seed is drawn from
 the loader's generator, then indices are drawn.
@@ -25,20 +25,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datakit.loader.arguments import prefetch_per_worker
+from datakit.loader.batch_stages import BatchStages
 from datakit.loader.batchpath import batch_finisher
 from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.epoch_seed import epoch_seed_set
-from datakit.loader.failure import WorkerFailure, too_many_open_files
+from datakit.loader.fatal import too_many_open_files
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
 from datakit.loader.pinning import pin_loop
-from datakit.loader.pipeline import BatchPipeline
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.pool import WorkerDiedError, WorkerPool, resolve_context
 from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
 from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
 from datakit.loader.worker import WorkerConfig, draw_base_seed
+from datakit.procs.failure import WorkerFailure
 
 __all__ = ["SingleProcessIterator", "MultiProcessIterator"]
 
@@ -47,9 +48,9 @@ _POLL_SECONDS = 0.5
 
 
 class _BaseIterator:
-    """What both iterators share: sampler iteration, seeding, and delivery through the pipeline."""
+    """What both iterators share: sampler iteration, seeding, and delivery through the batch stages."""
 
-    _pipeline: BatchPipeline  # set by each subclass once its parts exist
+    _stages: BatchStages  # set by each subclass once its parts exist
 
     def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
         self._epochs = epochs
@@ -93,7 +94,7 @@ class _BaseIterator:
 
     def __next__(self) -> Any:
         try:
-            data = self._pipeline.stage(self._next_data)
+            data = self._stages.stage(self._next_data)
         except StopIteration:
             self._progress.record_end()
             raise
@@ -136,7 +137,7 @@ class _BaseIterator:
         )  # the workers keep the base seed they were started with
         self._num_yielded = 0
         self._reported_length = plan.reported_length
-        self._pipeline.reset()
+        self._stages.reset()
 
 
 class SingleProcessIterator(_BaseIterator):
@@ -151,7 +152,7 @@ class SingleProcessIterator(_BaseIterator):
         self._fetcher = self._make_fetcher()(
             self._dataset, self._collate_fn, self._auto_collation, self._drop_last
         )
-        self._pipeline = BatchPipeline(plan.device_backend, plan.pin_backend)
+        self._stages = BatchStages(plan.device_backend, plan.pin_backend)
 
     def _fetch_next(self) -> Any:
         indices = next(self._sampler_iter)
@@ -165,7 +166,7 @@ class SingleProcessIterator(_BaseIterator):
         return data
 
     def _next_data(self) -> Any:
-        return self._pipeline.pin(self._fetch_next())
+        return self._stages.pin(self._fetch_next())
 
 
 @dataclass
@@ -217,7 +218,7 @@ class MultiProcessIterator(_BaseIterator):
         self._resources = _Resources(WorkerPool(config, resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
-        self._pipeline = BatchPipeline(
+        self._stages = BatchStages(
             plan.device_backend,
             plan.pin_backend,
             in_flight=self._ledger.capacity,
@@ -226,18 +227,18 @@ class MultiProcessIterator(_BaseIterator):
             finish=batch_finisher(self._dataset) if self._slots is not None else None,
         )
         self._results: queue.Queue[Any] | None = None
-        if self._pipeline.pins:
+        if self._stages.pins:
             self._results = queue.Queue()
             thread = threading.Thread(
                 target=pin_loop,
                 args=(
                     # nothing bound to the iterator: the thread must not keep it alive
                     self._pool.receive,
-                    self._pipeline.settle_and_pin,
+                    self._stages.settle_and_pin,
                     self._results,
                     self._resources.done,
                     _POLL_SECONDS,
-                    self._pipeline.bind_thread,
+                    self._stages.bind_thread,
                 ),
                 name="datakit-loader-pin",
                 daemon=True,
@@ -337,7 +338,7 @@ class MultiProcessIterator(_BaseIterator):
             if received is None:
                 return None
             worker_id, (task_id, payload) = received
-            return worker_id, task_id, self._pipeline.settle(task_id, payload)
+            return worker_id, task_id, self._stages.settle(task_id, payload)
         try:
             item = self._results.get(timeout=wait)
         except queue.Empty:
@@ -370,7 +371,7 @@ class MultiProcessIterator(_BaseIterator):
                 self.shutdown()  # a dead worker, a timeout or a failed pin thread ends the epoch
                 raise
             if not self._ledger.is_current(task_id):
-                self._pipeline.discard(payload)  # an answer to an earlier epoch's task
+                self._stages.discard(payload)  # an answer to an earlier epoch's task
             elif isinstance(payload, Exhausted):
                 self._ledger.record_exhausted(task_id, worker_id)
                 if not self._persistent:
