@@ -4,8 +4,9 @@ Both work from the :class:`~datakit.loader.plan.LoaderPlan` the loader gives
 them, and report each pass to its :class:`~datakit.loader.resume.EpochKeeper`.
 :class:`SingleProcessIterator` fetches in the calling thread;
 :class:`MultiProcessIterator` drives a :class:`~datakit.loader.pool.WorkerPool`
-with a :class:`~datakit.loader.ordering.TaskLedger`, optionally through a pin
-thread. Both deliver through a :class:`~datakit.loader.batch_stages.BatchStages`
+with a :class:`~datakit.loader.ordering.TaskLedger` and takes its results from
+a :class:`~datakit.loader.results.ResultSource` (the pool, or a pin thread).
+Both deliver through a :class:`~datakit.loader.batch_stages.BatchStages`
 (settle, pin, stage). Random numbers are drawn in the order torch's iterators
 draw them: the sampler iterator is created, then the base seed is drawn from
 the loader's generator, then indices are drawn.
@@ -15,13 +16,9 @@ from __future__ import annotations
 
 import functools
 import multiprocessing.process
-import queue
-import threading
-import time
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from datakit.loader.arguments import prefetch_per_worker
@@ -29,22 +26,18 @@ from datakit.loader.batch_stages import BatchStages
 from datakit.loader.batchpath import batch_finisher
 from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.epoch_seed import epoch_seed_set
-from datakit.loader.fatal import too_many_open_files
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
-from datakit.loader.pinning import pin_loop
 from datakit.loader.plan import LoaderPlan
-from datakit.loader.pool import WorkerDiedError, WorkerPool, resolve_context
-from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
+from datakit.loader.pool import WorkerPool, resolve_context
+from datakit.loader.protocol import Exhausted, Resume, SlotTask
+from datakit.loader.results import ResultSource, WorkerResources
 from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
 from datakit.loader.worker import WorkerConfig, draw_base_seed
 from datakit.procs.failure import WorkerFailure
 
 __all__ = ["SingleProcessIterator", "MultiProcessIterator"]
-
-# Seconds between liveness checks while waiting for a result.
-_POLL_SECONDS = 0.5
 
 
 class _BaseIterator:
@@ -169,25 +162,6 @@ class SingleProcessIterator(_BaseIterator):
         return self._stages.pin(self._fetch_next())
 
 
-@dataclass
-class _Resources:
-    """What must be released when an iterator goes away; holds no reference to the iterator."""
-
-    pool: WorkerPool
-    done: threading.Event = field(default_factory=threading.Event)
-    pin_thread: threading.Thread | None = None
-    closed: bool = False
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.done.set()
-        if self.pin_thread is not None and self.pin_thread is not threading.current_thread():
-            self.pin_thread.join(timeout=10 * _POLL_SECONDS)
-        self.pool.shutdown()
-
-
 class MultiProcessIterator(_BaseIterator):
     """Fetches batches in worker processes (``num_workers > 0``)."""
 
@@ -195,8 +169,6 @@ class MultiProcessIterator(_BaseIterator):
         super().__init__(plan, epochs)
         prefetch_factor = prefetch_per_worker(plan.prefetch_factor)  # reassignable after construction
         self._persistent = plan.persistent_workers
-        self._timeout = float(plan.timeout)
-        self._timeout_as_given = plan.timeout  # torch's message shows it as given: "1 seconds"
         self._ended = False
         self._ledger = TaskLedger(plan.num_workers, prefetch_factor, plan.in_order)
         self._slots = self._make_slots(plan)
@@ -215,7 +187,7 @@ class MultiProcessIterator(_BaseIterator):
             shared_seed=self._shared_seed,
             epoch=self._progress.epoch,
         )
-        self._resources = _Resources(WorkerPool(config, resolve_context(plan.multiprocessing_context)))
+        self._resources = WorkerResources(WorkerPool(config, resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
         self._stages = BatchStages(
@@ -226,25 +198,7 @@ class MultiProcessIterator(_BaseIterator):
             should_stop=self._resources.done.is_set,
             finish=batch_finisher(self._dataset) if self._slots is not None else None,
         )
-        self._results: queue.Queue[Any] | None = None
-        if self._stages.pins:
-            self._results = queue.Queue()
-            thread = threading.Thread(
-                target=pin_loop,
-                args=(
-                    # nothing bound to the iterator: the thread must not keep it alive
-                    self._pool.receive,
-                    self._stages.settle_and_pin,
-                    self._results,
-                    self._resources.done,
-                    _POLL_SECONDS,
-                    self._stages.bind_thread,
-                ),
-                name="datakit-loader-pin",
-                daemon=True,
-            )
-            self._resources.pin_thread = thread
-            thread.start()
+        self._source = ResultSource(self._resources, self._stages, plan.timeout)  # starts the pin thread
         # torch's iterator draws a second shared seed here (for its own copy of the graph, which it
         # never iterates); drawn and dropped so that the generator stays in step with torch's
         self._draw_shared_seed(plan)
@@ -305,52 +259,6 @@ class MultiProcessIterator(_BaseIterator):
             task = SlotTask(index, slot)
         self._pool.send(worker_id, (task_id, task))
 
-    def _receive(self) -> tuple[int, int, Any]:
-        """The next result from any worker: ``(worker_id, task_id, payload)``.
-
-        Raises:
-            RuntimeError: ``timeout`` passed, a worker died, or the pin thread failed.
-        """
-        deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
-        while True:
-            wait = (
-                _POLL_SECONDS
-                if deadline is None
-                else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
-            )
-            try:
-                item = self._receive_once(wait)
-            except WorkerDiedError:
-                raise
-            except Exception as error:
-                advice = too_many_open_files()  # receiving fails obscurely at the descriptor limit
-                if advice is not None:
-                    raise advice from error
-                raise
-            if item is not None:
-                return item
-            if deadline is not None and time.monotonic() >= deadline:
-                raise RuntimeError(f"DataLoader timed out after {self._timeout_as_given} seconds")
-
-    def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
-        if self._results is None:
-            received = self._pool.receive(wait)
-            if received is None:
-                return None
-            worker_id, (task_id, payload) = received
-            return worker_id, task_id, self._stages.settle(task_id, payload)
-        try:
-            item = self._results.get(timeout=wait)
-        except queue.Empty:
-            thread = self._resources.pin_thread
-            if thread is not None and not thread.is_alive():
-                raise RuntimeError("DataLoader pin memory thread exited unexpectedly") from None
-            return None
-        if isinstance(item, ThreadFailed):
-            raise item.error
-        worker_id, task_id, payload = item
-        return worker_id, task_id, payload
-
     def _next_data(self) -> Any:
         if self._resources.closed:
             if self._ended:
@@ -366,7 +274,7 @@ class MultiProcessIterator(_BaseIterator):
             if isinstance(step, Delivery):
                 return self._process(step)
             try:
-                worker_id, task_id, payload = self._receive()
+                worker_id, task_id, payload = self._source.next()
             except BaseException:
                 self.shutdown()  # a dead worker, a timeout or a failed pin thread ends the epoch
                 raise
