@@ -89,3 +89,12 @@ def test_import_graph_reports_a_loader_module_importing_the_rest_of_the_package(
     assert "layer breaks" in result.stdout
     assert "pkg.loader.worker:2 -> pkg.errors (in a function)" in result.stdout
     assert "pkg.loader.fine" not in result.stdout
+
+
+def test_the_loader_packages_module_map_names_every_module_and_no_other():
+    import re
+
+    loader = Path(__file__).resolve().parent.parent / "datakit" / "loader"
+    listed = re.findall(r"^\* ``(\w+)``", (loader / "__init__.py").read_text(), re.MULTILINE)
+    modules = {path.stem for path in loader.glob("*.py")} - {"__init__"}
+    assert sorted(listed) == sorted(modules)
