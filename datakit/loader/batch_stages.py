@@ -5,9 +5,10 @@ Three named stages, built once per iterator from the loader's backends:
 1. **settle**: an answer that came through a shared-memory batch slot
    (:mod:`datakit.loader.slots`) becomes its batch, copied out, and the slot
    is freed; every answer passes here, so a slot is freed whatever the answer.
-   A dataset's per-batch *finish* step (:func:`~datakit.loader.batchpath.batch_finisher`,
-   e.g. normalising uint8 pixels into floats) runs here, reading the slot,
-   when batches stay on the CPU.
+   A dataset's per-batch *finish* step (:func:`~datakit.loader.batchpath.batch_steps`,
+   e.g. normalising uint8 pixels into floats, mixing) runs here, reading the
+   slot, when batches stay on the CPU (its *augment* step already ran in the
+   worker, on the slot).
 2. **pin**: a batch goes into page-locked memory: a slot of the
    :class:`~datakit.loader.staging.PinnedRing` when batches go on to a device,
    else a pinned copy (``pin_memory``), else it stays as it is. With workers
@@ -15,7 +16,7 @@ Three named stages, built once per iterator from the loader's backends:
    where a batch in a shared slot is pinned straight out of it: one copy.
 3. **stage**: with a device, the :class:`~datakit.loader.staging.DeviceStager`
    copies pinned batches to the device one batch ahead of the consumer, and
-   the finish step runs there, on the device: uint8 crosses the bus.
+   the augment and finish steps run there, on the device: uint8 crosses the bus.
 
 The stages hold no reference to their iterator, so the pin thread, which
 calls them, does not keep the iterator alive.
@@ -24,11 +25,13 @@ calls them, does not keep the iterator alive.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from datakit.loader.batchpath import BatchInfo, BatchSteps
 from datakit.loader.device import DeviceBackend
 from datakit.loader.nested import map_tensors
 from datakit.loader.protocol import BatchInSlot, Exhausted
@@ -57,8 +60,9 @@ class BatchStages:
         slots: The shared-memory batch slots the workers answer through, if any.
         should_stop: True once the iterator shuts down; a pin waiting for a
             free ring slot gives up then.
-        finish: The dataset's per-batch step for batches that came through a
-            slot (applied to ``batch[0]``, the images), or None.
+        steps: The dataset's batch steps for batches that came through a slot,
+            or None. Without a device the workers ran ``augment`` and
+            ``finish`` runs here; with one, both run on the device.
     """
 
     def __init__(
@@ -68,10 +72,13 @@ class BatchStages:
         in_flight: int = 0,
         slots: BatchSlots | None = None,
         should_stop: Callable[[], bool] = _never,
-        finish: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        steps: BatchSteps | None = None,
     ) -> None:
         self._slots = slots
-        self._finish = finish
+        self._steps = steps
+        on_device = device_backend is not None
+        self._host_step = steps.finish if steps is not None and not on_device else None
+        self._device_steps = steps is not None and on_device and (steps.augment or steps.finish) is not None
         self._pin_backend = pin_backend
         self._should_stop = should_stop
         self._thread_backend = device_backend if device_backend is not None else pin_backend
@@ -95,22 +102,30 @@ class BatchStages:
         """Stage 1: a worker's answer to ``task_id``, a batch in a slot copied out of it (slot freed)."""
         if self._slots is None:
             return payload
-        if self._finish is None:
+        if self._host_step is None:
             return self._slots.settle(task_id, payload)
-        return self._slots.settle(task_id, payload, take=self._finish_out_of_slot)
+        info = _info(payload)
+        return self._slots.settle(task_id, payload, take=lambda views: self._finish_out_of_slot(views, info))
 
-    def _finish_out_of_slot(self, views: list[torch.Tensor]) -> list[torch.Tensor]:
-        """``[finish(images), labels]`` read from a slot's views, owning their memory."""
-        assert self._finish is not None
+    def _finish_out_of_slot(self, views: list[torch.Tensor], info: BatchInfo) -> list[torch.Tensor]:
+        """``finish(images, labels)`` read from a slot's views, owning their memory."""
+        assert self._host_step is not None
         images, labels = views
-        finished = self._finish(images)
+        finished, new_labels = self._host_step(images, labels, info)
         if finished.data_ptr() == images.data_ptr():  # a finish that returned its input: copy it out
             finished = finished.clone()
-        return [finished, labels.clone()]
+        if new_labels.data_ptr() == labels.data_ptr():
+            new_labels = new_labels.clone()
+        return [finished, new_labels]
 
-    def _finish_batch(self, batch: list[torch.Tensor]) -> list[torch.Tensor]:
-        assert self._finish is not None
-        return [self._finish(batch[0]), *batch[1:]]
+    def _finish_on_device(self, batch: list[torch.Tensor], info: BatchInfo) -> list[torch.Tensor]:
+        assert self._steps is not None
+        images, labels = batch[0], batch[1]
+        if self._steps.augment is not None:
+            images = self._steps.augment(images, info)
+        if self._steps.finish is not None:
+            images, labels = self._steps.finish(images, labels, info)
+        return [images, labels, *batch[2:]]
 
     def pin(self, batch: Any) -> Any:
         """Stage 2: ``batch`` in page-locked memory (a :class:`Pinned` ring slot with a device)."""
@@ -128,14 +143,16 @@ class BatchStages:
         """
         if self._slots is not None:
             in_slot = isinstance(payload, BatchInSlot)
-            if not in_slot or self._finish is None:
-                payload = self._slots.settle(task_id, payload, take=self.pin)
-            elif self._ring is not None:  # uint8 to the device, finished there
+            info = _info(payload)
+            if in_slot and self._ring is not None and self._device_steps:  # uint8 to the device
                 pinned = self._slots.settle(task_id, payload, take=self.pin)
-                payload = dataclasses.replace(pinned, finish=self._finish_batch)
-            else:  # pinned memory without a device: the finished batch is what gets pinned
+                payload = dataclasses.replace(pinned, finish=functools.partial(self._finish_on_device,
+                                                                               info=info))
+            elif in_slot and self._host_step is not None:  # the finished batch is what gets pinned
                 payload = self._slots.settle(
-                    task_id, payload, take=lambda views: self.pin(self._finish_out_of_slot(views)))
+                    task_id, payload, take=lambda views: self.pin(self._finish_out_of_slot(views, info)))
+            else:
+                payload = self._slots.settle(task_id, payload, take=self.pin)
             if in_slot:
                 return payload
         if isinstance(payload, (WorkerFailure, Exhausted)):
@@ -169,3 +186,9 @@ class BatchStages:
         """Forgets the batch staged ahead and the end of the pass (a new pass begins)."""
         if self._stager is not None:
             self._stager.reset()
+
+
+def _info(payload: Any) -> BatchInfo:
+    """The batch's indices and seed, as the worker sent them with a batch in a slot."""
+    info = payload.info if isinstance(payload, BatchInSlot) else None
+    return info if info is not None else BatchInfo((), None)

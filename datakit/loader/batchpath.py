@@ -14,12 +14,60 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import numpy as np
 import torch
 
-__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "supports_batch_slots", "batch_finisher"]
+__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "BatchInfo", "BatchSteps", "supports_batch_slots",
+           "batch_steps"]
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """Which samples a batch holds and the epoch seed it was read under.
+
+    A dataset's batch steps key their random draws on these (a sample's
+    augmentation on its index, MixUp on the batch), so that a batch is the
+    same whichever process, worker count or device runs the step.
+
+    Attributes:
+        indices: the batch's sample indices, in order.
+        epoch_seed: :func:`~datakit.loader.epoch_seed.epoch_seed` where the
+            batch was read, or None outside :class:`datakit.DataLoader`.
+    """
+
+    indices: tuple[int, ...]
+    epoch_seed: int | None
+
+
+Augment = Callable[[torch.Tensor, BatchInfo], torch.Tensor]
+Finish = Callable[[torch.Tensor, torch.Tensor, BatchInfo], "tuple[torch.Tensor, torch.Tensor]"]
+
+
+@dataclass(frozen=True)
+class BatchSteps:
+    """What a dataset does to whole batches, split by where the loader may run each part.
+
+    Attributes:
+        augment: uint8 ``(N, C, H, W)`` images of a batch read into a slot to
+            images of the same shape and dtype (per-sample augmentations,
+            drawn per sample). The loader runs it in the worker, on the
+            slot, or with a device after the copy, on the device.
+        finish: ``(images, labels)`` of a slot batch, after ``augment``, to
+            the batch ``__getitems__`` + ``default_collate`` + ``mix`` would
+            give (normalising, mixing). In the main process as the batch leaves
+            its slot, or on the device.
+        mix: applied to a batch collated the ordinary way (``[images,
+            labels]``, with the default collate function), in the process
+            that collated it: the per-batch part of ``finish`` (MixUp,
+            CutMix) for batches that did not come through a slot.
+    """
+
+    augment: Augment | None = None
+    finish: Finish | None = None
+    mix: Callable[[Any, BatchInfo], Any] | None = None
 
 
 @runtime_checkable
@@ -71,47 +119,50 @@ _MEMBERS = tuple(
 
 @runtime_checkable
 class SupportsBatchFinish(Protocol):
-    """Optional, beside :class:`SupportsBatchSlots`: one step more for each batch read into a slot.
+    """Optional, beside :class:`SupportsBatchSlots`: what else a batch needs once read.
 
     A dataset whose samples are floats made from uint8 pixels (a normalised
     image) writes the uint8 pixels into the slot, a quarter of the bytes, and
-    gives as ``finish_batch`` a function that turns such a uint8 image batch
-    into the batch ``__getitems__`` + ``default_collate`` would give, as a new
-    tensor. The loader applies it to each batch that came through a slot,
-    once per batch, as late as it can: on the device after the copy when the
-    loader has one, else in the main process as the batch leaves its slot.
-
-    ``finish_batch`` may be a method ``finish_batch(images)`` or, as on
-    :class:`~datakit.StoreDataset`, a property that gives such a function, or
-    None when this dataset's batches need no step. A dataset without the
-    member still satisfies :class:`SupportsBatchSlots`: its slots hold the
-    final batch.
+    says in ``finish_batch`` what turns such a batch into the batch
+    ``__getitems__`` + ``default_collate`` would give: a :class:`BatchSteps`
+    (augmentations, normalising, mixing: the loader runs each part as late
+    as it can, on the device after the copy when the loader has one), or a
+    plain function ``finish(images) -> images``, or None when this dataset's
+    batches need nothing more. ``finish_batch`` is an attribute or a property
+    (as on :class:`~datakit.StoreDataset`); a method ``finish_batch(images)``
+    is such a function. A dataset without the member still satisfies
+    :class:`SupportsBatchSlots`: its slots hold the final batch.
     """
 
     @property
-    def finish_batch(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """The per-batch step (uint8 image batch in, the batch the dataset gives out), or None."""
+    def finish_batch(self) -> BatchSteps | Callable[[torch.Tensor], torch.Tensor] | None:
+        """The dataset's batch steps, a per-batch function on the images, or None."""
         ...
 
 
-def batch_finisher(dataset: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """The dataset's per-batch step (:class:`SupportsBatchFinish`), or None when it has none.
+def batch_steps(dataset: Any) -> BatchSteps | None:
+    """The dataset's batch steps (:class:`SupportsBatchFinish`), or None when it has none.
 
-    A dataset written for an earlier datakit may instead have the hook's old
-    name, a method ``batch_finish()`` that returns the step: it still works,
-    with a ``DeprecationWarning`` that names the new one.
+    A plain function becomes ``BatchSteps(finish=...)`` on the images. A
+    dataset written for an earlier datakit may instead have the hook's old
+    name, a method ``batch_finish()`` that returns the function: it still
+    works, with a ``DeprecationWarning`` that names the new one.
     """
     finish = getattr(dataset, "finish_batch", None)
     if finish is None and callable(getattr(dataset, "batch_finish", None)):
         warnings.warn(
             f"{type(dataset).__name__}.batch_finish() is deprecated: name the per-batch step finish_batch "
-            "(a method finish_batch(images), or a property giving the step or None; see "
-            "datakit.loader.batchpath.SupportsBatchFinish)",
+            "(see datakit.loader.batchpath.SupportsBatchFinish)",
             DeprecationWarning,
             stacklevel=2,
         )
         finish = dataset.batch_finish()
-    return finish if callable(finish) else None
+    if isinstance(finish, BatchSteps):
+        return finish if finish.augment or finish.finish or finish.mix else None
+    if callable(finish):
+        images_only = finish
+        return BatchSteps(finish=lambda images, labels, info: (images_only(images), labels))
+    return None
 
 
 def supports_batch_slots(dataset: Any) -> TypeGuard[SupportsBatchSlots]:

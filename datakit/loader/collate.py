@@ -19,7 +19,7 @@ import torch
 from datakit.loader.mismatch import size_mismatch
 from datakit.loader.nested import map_nested, rebuild_mapping, rebuild_sequence
 
-__all__ = ["default_collate", "default_convert"]
+__all__ = ["is_default_collate", "default_collate", "default_convert"]
 
 # numpy dtype kinds that hold strings or Python objects: not convertible to tensors.
 _STR_OR_OBJECT_DTYPE = re.compile("[SaUO]")
@@ -174,3 +174,11 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if type(first).__module__.split(".")[0] == "PIL":
         raise TypeError(_PIL_MESSAGE.format(type(first).__name__))
     raise TypeError(_UNSUPPORTED_MESSAGE.format(type(first)))
+
+
+def is_default_collate(collate_fn: Any) -> bool:
+    """Whether ``collate_fn`` is the default (datakit's or torch's): batches are then ``[images, labels]``
+    as the loader builds them, so the loader may read them into slots and run a dataset's batch steps."""
+    import torch.utils.data
+
+    return collate_fn is default_collate or collate_fn is torch.utils.data.default_collate

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from datakit.loader.batchpath import BatchInfo, batch_steps
+from datakit.loader.epoch_seed import epoch_seed
+
 __all__ = ["Fetcher", "MapFetcher", "IterableFetcher"]
 
 
@@ -28,21 +31,30 @@ class Fetcher(Protocol):
 class MapFetcher:
     """Fetches from a map-style dataset (``dataset[i]`` or ``dataset.__getitems__``).
 
+    With ``mix_batches`` (automatic batching with the default collate
+    function), a dataset's ``mix`` step (:class:`~datakit.loader.batchpath.BatchSteps`:
+    MixUp, CutMix) runs on each collated batch, keyed on its indices; a
+    custom ``collate_fn`` owns the batch, and nothing runs after it.
+
     Args:
         dataset: The dataset.
         collate_fn: Applied to the list of samples (or to the one sample).
         auto_collation: ``indices`` is a list of indices (else a single index).
         drop_last: Unused for map-style datasets (the batch sampler drops).
+        mix_batches: Run the dataset's ``mix`` step on each batch.
     """
 
     def __init__(
-        self, dataset: Any, collate_fn: Callable[[Any], Any], auto_collation: bool, drop_last: bool
+        self, dataset: Any, collate_fn: Callable[[Any], Any], auto_collation: bool, drop_last: bool,
+        mix_batches: bool = False,
     ) -> None:
         self.dataset = dataset
         self.collate_fn = collate_fn
         self.auto_collation = auto_collation
         getitems = getattr(dataset, "__getitems__", None)
         self._getitems = getitems if getitems else None
+        steps = batch_steps(dataset) if auto_collation and mix_batches else None
+        self._mix = steps.mix if steps is not None else None
 
     def fetch(self, indices: Any) -> Any:
         if not self.auto_collation:
@@ -51,7 +63,10 @@ class MapFetcher:
             samples = self._getitems(indices)
         else:
             samples = [self.dataset[index] for index in indices]
-        return self.collate_fn(samples)
+        batch = self.collate_fn(samples)
+        if self._mix is not None:
+            batch = self._mix(batch, BatchInfo(tuple(int(index) for index in indices), epoch_seed()))
+        return batch
 
 
 class IterableFetcher:

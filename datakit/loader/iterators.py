@@ -23,7 +23,8 @@ from typing import Any
 
 from datakit.loader.arguments import prefetch_per_worker
 from datakit.loader.batch_stages import BatchStages
-from datakit.loader.batchpath import batch_finisher
+from datakit.loader.batchpath import batch_steps
+from datakit.loader.collate import is_default_collate
 from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.epoch_seed import epoch_seed_set
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
@@ -70,7 +71,9 @@ class _BaseIterator:
         return None if self._shared_seeds is None else self._shared_seeds.draw(plan.generator)
 
     def _make_fetcher(self) -> Callable[[Any, Callable[[Any], Any], bool, bool], Fetcher]:
-        return IterableFetcher if self._is_iterable else MapFetcher
+        if self._is_iterable:
+            return IterableFetcher
+        return functools.partial(MapFetcher, mix_batches=is_default_collate(self._collate_fn))
 
     def __iter__(self) -> _BaseIterator:
         return self
@@ -174,7 +177,8 @@ class MultiProcessIterator(_BaseIterator):
         self._slots = self._make_slots(plan)
         make_fetcher = self._make_fetcher()
         if self._slots is not None:
-            make_fetcher = functools.partial(SlotFetcher, buffers=self._slots.buffers)
+            make_fetcher = functools.partial(SlotFetcher, buffers=self._slots.buffers,
+                                             augment_here=plan.device_backend is None)
         config = WorkerConfig(
             dataset=self._dataset,
             make_fetcher=make_fetcher,
@@ -196,7 +200,7 @@ class MultiProcessIterator(_BaseIterator):
             in_flight=self._ledger.capacity,
             slots=self._slots,
             should_stop=self._resources.done.is_set,
-            finish=batch_finisher(self._dataset) if self._slots is not None else None,
+            steps=batch_steps(self._dataset) if self._slots is not None else None,
         )
         self._source = ResultSource(self._resources, self._stages, plan.timeout)  # starts the pin thread
         # torch's iterator draws a second shared seed here (for its own copy of the graph, which it

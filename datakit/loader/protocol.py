@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from datakit.loader.batchpath import BatchInfo
+
 __all__ = ["STOP", "Resume", "SlotTask", "BatchInSlot", "Exhausted", "ThreadFailed", "Result"]
 
 STOP: Final = None
@@ -77,10 +79,13 @@ class BatchInSlot:
     Attributes:
         slot: The slot the task named.
         count: Samples written (the batch's length).
+        info: The batch's indices and epoch seed, for the dataset's batch
+            steps that run after the slot (``finish_batch``).
     """
 
     slot: int
     count: int
+    info: BatchInfo | None = None
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from datakit.loader.batchpath import supports_batch_slots
-from datakit.loader.collate import default_collate
+from datakit.loader.batchpath import BatchInfo, batch_steps, supports_batch_slots
+from datakit.loader.collate import is_default_collate
+from datakit.loader.epoch_seed import epoch_seed
 from datakit.loader.fetch import MapFetcher
 from datakit.loader.protocol import BatchInSlot, SlotTask
 
@@ -68,7 +69,7 @@ def batch_sample_shape(dataset: Any, batch_size: int | None, collate_fn: Any,
     """
     if not auto_collation or batch_size is None:
         return None
-    if collate_fn is not default_collate and collate_fn is not torch.utils.data.default_collate:
+    if not is_default_collate(collate_fn):
         return None
     if not supports_batch_slots(dataset):
         return None
@@ -204,30 +205,42 @@ class SlotFetcher(MapFetcher):
     """A worker's fetcher: :class:`SlotTask` into a slot, anything else the ordinary way.
 
     A slot task whose ``read_batch_into`` raises ``ValueError`` (a sample of
-    another size than the slot's) is fetched the ordinary way instead.
+    another size than the slot's) is fetched the ordinary way instead. After
+    a batch is read into its slot, the dataset's ``augment`` step
+    (:class:`~datakit.loader.batchpath.BatchSteps`) runs on it there, unless
+    the loader runs it on the device.
 
     Args:
         dataset, collate_fn, auto_collation, drop_last: as for :class:`MapFetcher`.
         buffers: the shared slots.
+        augment_here: run the dataset's ``augment`` step in this process.
     """
 
     def __init__(self, dataset: Any, collate_fn: Any, auto_collation: bool, drop_last: bool,
-                 buffers: SlotBuffers) -> None:
-        super().__init__(dataset, collate_fn, auto_collation, drop_last)
+                 buffers: SlotBuffers, augment_here: bool = True) -> None:
+        # slots are used with the default collate function only, so collated batches are mixed
+        super().__init__(dataset, collate_fn, auto_collation, drop_last, mix_batches=True)
         self.buffers = buffers
+        steps = batch_steps(dataset)
+        self._augment = steps.augment if steps is not None and augment_here else None
 
     def fetch(self, indices: Any) -> Any:
         if not isinstance(indices, SlotTask):
             return super().fetch(indices)
         count = len(indices.indices)
-        images = self.buffers.images[indices.slot, :count].numpy()
+        images = self.buffers.images[indices.slot, :count]
         labels = self.buffers.labels[indices.slot, :count].numpy()
         try:
-            self.dataset.read_batch_into(indices.indices, images, labels)
+            self.dataset.read_batch_into(indices.indices, images.numpy(), labels)
         except ValueError:
             # A sample that does not fit the slot (images of mixed sizes; numpy's broadcasting error):
             # read this batch the ordinary way, which gives it if it can be built and else raises what
             # default_collate says about mixed sizes (which samples, and what to do). The slot is freed
             # by whatever answer the task gets.
             return super().fetch(indices.indices)
-        return BatchInSlot(indices.slot, count)
+        info = BatchInfo(tuple(int(index) for index in indices.indices), epoch_seed())
+        if self._augment is not None:
+            augmented = self._augment(images, info)
+            if augmented.data_ptr() != images.data_ptr():
+                images.copy_(augmented)
+        return BatchInSlot(indices.slot, count, info)

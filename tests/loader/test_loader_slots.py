@@ -280,11 +280,11 @@ class FinishesBatchesUnderTheOldName(HalvedPixels):
 
 
 def test_the_finish_hook_is_optional_and_declared_by_its_own_protocol():
-    from datakit.loader.batchpath import SupportsBatchFinish, batch_finisher, supports_batch_slots
+    from datakit.loader.batchpath import SupportsBatchFinish, batch_steps, supports_batch_slots
 
     without = ShapePromiseBroken()
     assert supports_batch_slots(without) and not isinstance(without, SupportsBatchFinish)
-    assert batch_finisher(without) is None
+    assert batch_steps(without) is None
     assert isinstance(FinishesBatches(), SupportsBatchFinish) and supports_batch_slots(FinishesBatches())
 
 
