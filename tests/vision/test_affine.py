@@ -68,7 +68,8 @@ def fill_for(fill: object, channels: int) -> object:
 
 def worst_difference(batched: torch.Tensor, reference: list[torch.Tensor]) -> int:
     assert batched.dtype == torch.uint8 and batched.shape[0] == len(reference)
-    return max(int((batched[index].int() - expected.int()).abs().max()) for index, expected in enumerate(reference))
+    return max(int((batched[index].int() - expected.int()).abs().max())
+               for index, expected in enumerate(reference))
 
 
 @pytest.mark.parametrize(("interpolation", "fill"), list(itertools.product(["nearest", "bilinear"], FILLS)))
@@ -82,8 +83,9 @@ def test_affine_equals_torchvision_per_sample(TF, interpolation, fill, shape):
         out = kernels.affine(images, angles, shifts, scales, shears, interpolation=interpolation, fill=fill,
                              center=center)
         reference = [TF.affine(images[n], angles[n].item(), shifts[n].tolist(), scales[n].item(),
-                               shears[n].tolist(), interpolation=TF.InterpolationMode(interpolation), fill=fill,
-                               center=None if center is None else list(center)) for n in range(count)]
+                               shears[n].tolist(), interpolation=TF.InterpolationMode(interpolation),
+                               fill=fill, center=None if center is None else list(center))
+                     for n in range(count)]
         assert worst_difference(out, reference) == 0, f"center {center}"
 
 
@@ -105,15 +107,17 @@ def test_large_images_warp_in_chunks_with_the_same_pixels(TF):
     images = varied_batch(7, 3, 300, 280, seed=1)
     angles, shifts, scales, shears = parameters(7, seed=2)
     for interpolation in ("nearest", "bilinear"):
-        out = kernels.affine(images, angles, shifts, scales, shears, interpolation=interpolation, fill=[1, 2, 3])
+        out = kernels.affine(images, angles, shifts, scales, shears, interpolation=interpolation,
+                             fill=[1, 2, 3])
         reference = [TF.affine(images[n], angles[n].item(), shifts[n].tolist(), scales[n].item(),
                                shears[n].tolist(), interpolation=TF.InterpolationMode(interpolation),
                                fill=[1, 2, 3]) for n in range(7)]
         assert worst_difference(out, reference) == 0
     mixed = torch.tensor([0.0, 30.0, 180.0, -45.0, 90.0, 360.0, 7.0], dtype=torch.float64)
     out = kernels.rotate(images, mixed, interpolation="bilinear", fill=0)
-    assert worst_difference(out, [TF.rotate(images[n], mixed[n].item(), interpolation=TF.InterpolationMode.BILINEAR,
-                                            fill=0) for n in range(7)]) == 0
+    bilinear = TF.InterpolationMode.BILINEAR
+    assert worst_difference(out, [TF.rotate(images[n], mixed[n].item(), interpolation=bilinear, fill=0)
+                                  for n in range(7)]) == 0
 
 
 def test_many_random_parameters_equal_torchvision(TF):
@@ -139,7 +143,8 @@ def test_the_inverse_matrix_is_torchvisions_bit_for_bit():
 
     generator = torch.Generator().manual_seed(11)
     for _ in range(2000):
-        angle, shear_x, shear_y = (torch.rand(3, generator=generator, dtype=torch.float64) * 720 - 360).tolist()
+        angles = torch.rand(3, generator=generator, dtype=torch.float64) * 720 - 360
+        angle, shear_x, shear_y = angles.tolist()
         center = (torch.rand(2, generator=generator, dtype=torch.float64) * 100 - 50).tolist()
         shift = (torch.randint(-30, 31, (2,), generator=generator).double() / 2).tolist()
         scale = math.exp(torch.rand(1, generator=generator, dtype=torch.float64).item() * 2 - 1)
@@ -150,7 +155,8 @@ def test_the_inverse_matrix_is_torchvisions_bit_for_bit():
 
 def test_flips_equal_torchvision(TF):
     images = varied_batch(5, 3, 13, 17)
-    assert torch.equal(kernels.vertical_flip(images), torch.stack([TF.vertical_flip(image) for image in images]))
+    assert torch.equal(kernels.vertical_flip(images),
+                       torch.stack([TF.vertical_flip(image) for image in images]))
     assert torch.equal(kernels.horizontal_flip(images),
                        torch.stack([TF.horizontal_flip(image) for image in images]))
 
