@@ -164,6 +164,15 @@ def test_mixup_with_a_fixed_lambda_equals_torchvision(v2, lam, dtype):
     assert out_labels.dtype == torch.float32
 
 
+def test_mixup_of_large_batches_mixed_in_chunks_equals_torchvision(v2):
+    images, labels = varied_batch(9, 3, 300, 290), torch.arange(9)
+    params = {"lam": 0.61, "labels": labels, "batch_size": 9}
+    reference = v2.MixUp(num_classes=9).transform(images.float(), params)
+    op = MixUp(num_classes=9)
+    assert torch.equal(op.apply(images.float(), labels, MixUpParams(0.61))[0], reference)
+    assert torch.equal(op.apply(images, labels, MixUpParams(0.61))[0], reference.round().to(torch.uint8))
+
+
 def test_mixup_of_uint8_images_is_torchvisions_float_mix_rounded(v2):
     """torchvision's MixUp raises on uint8 images; datakit rounds its float32 result back to uint8."""
     images, labels = mixing_batch(torch.uint8)
