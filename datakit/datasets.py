@@ -33,6 +33,8 @@ from datakit.decode import (
     record_to_tensor,
 )
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted, InvalidLocationError
+from datakit.loader.batchpath import BatchSteps
+from datakit.loader.collate import default_collate
 from datakit.manifest import Manifest, record_key
 from datakit.records import MULTI_LABEL_VERSION, PayloadKind, Record, decode_raw_batch, decode_record
 from datakit.sample_paths import PathIndex, SamplePaths
@@ -190,8 +192,27 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """Read a whole batch in one round trip to the store."""
         positions = self._check_indices(indices)
         raw = self._read_batch(positions)
+        if self._fused is not None:
+            return self._fused_samples(positions, raw)
         return [self._load(position, data, self._sample)
                 for position, data in zip(positions, raw, strict=True)]
+
+    def _fused_samples(self, positions: list[int], raw: Sequence[bytes | None]) -> list[tuple[Any, Any]]:
+        """A ``datakit.vision`` batch: each sample decoded fused, then the per-sample steps batched."""
+        assert self._fused is not None
+        decoded = [self._load(position, data, self._decode_fused)
+                   for position, data in zip(positions, raw, strict=True)]
+        images = self._fused.samples([pixels for _, pixels, _ in decoded], [where for where, _, _ in decoded])
+        labels = [label if self.target_transform is None else self.target_transform(label)
+                  for _, _, label in decoded]
+        return list(zip(images, labels, strict=True))
+
+    def _decode_fused(self, position: int, data: bytes) -> tuple[int, torch.Tensor, Any]:
+        """Where the sample came from (a skipped record's replacement), its fused pixels, its label."""
+        assert self._fused is not None
+        key, record = self._parse(position, data)
+        pixels = _decoding(key, self._fused.decode_sample, record, position)
+        return position, pixels, self._label(position, record)
 
     def _read_batch(self, positions: list[int]) -> Sequence[bytes | None]:
         """Every record of a batch in one read; ``None`` for each when one is missing under "skip"."""
@@ -259,17 +280,17 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
         key, record = self._parse(position, data)
-        # a multi-hot uint8 row of its own, which default_collate stacks into (batch, classes)
-        label: Any = self.targets[position].copy() if self.manifest.multi_label else record.header.label
-        if self._fused is not None:
-            sample = _decoding(key, self._fused.sample, record, position)
-        else:
-            sample = self._decode(record, key)
-            if self.transform is not None:
-                sample = self.transform(sample)
+        label = self._label(position, record)
+        sample = self._decode(record, key)
+        if self.transform is not None:
+            sample = self.transform(sample)
         if self.target_transform is not None:
             label = self.target_transform(label)
         return sample, label
+
+    def _label(self, position: int, record: Record) -> Any:
+        # a multi-hot uint8 row of its own, which default_collate stacks into (batch, classes)
+        return self.targets[position].copy() if self.manifest.multi_label else record.header.label
 
     def _decode(self, record: Record, key: str) -> Any:
         if self.output == "bytes":
@@ -345,16 +366,25 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         return True
 
     @property
-    def finish_batch(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """What turns a batch read by :meth:`read_batch_into` into what ``__getitems__`` gives, if anything.
+    def finish_batch(self) -> BatchSteps | None:
+        """What the loader runs on batches read by :meth:`read_batch_into`, if anything.
 
-        A fused pipeline's ``Normalize`` (its ``finish_batch``): the uint8
-        batch becomes float32 there, once per batch, where
-        :class:`datakit.DataLoader` calls it (on the GPU when it has a
-        device). None otherwise. The loader's optional hook
+        A ``datakit.vision`` pipeline's batch steps: its batched augmentations
+        on the uint8 batch (in the worker, or on the GPU when the loader has a
+        device), then ``Normalize``, what follows it and MixUp/CutMix, once
+        per batch. None otherwise. The loader's optional hook
         (``SupportsBatchFinish`` in ``datakit/loader/batchpath.py``).
         """
-        return self._fused.finish_batch if self._fused is not None and self._fused.finishes else None
+        return self._fused.batch_steps() if self._fused is not None else None
+
+    @property
+    def collate_fn(self) -> Callable[[Sequence[Any]], Any]:
+        """``default_collate``, then this dataset's MixUp/CutMix if its pipeline has them.
+
+        For torch's own ``DataLoader(dataset, collate_fn=dataset.collate_fn)``;
+        :class:`datakit.DataLoader` mixes batches itself.
+        """
+        return self._fused.collate if self._fused is not None else default_collate
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = self._parse(position, data)
