@@ -35,6 +35,7 @@ from datakit.vision.randomness import SampleRandom
 __all__ = ["AugMix", "AugMixDraw", "gamma", "dirichlet"]
 
 _PARAMETER_MAX = 10
+_CPU_PIECE = 1 << 19  # values of float32 temporaries per piece of a CPU batch: a few 224x224 images
 
 
 class AugMixDraw(NamedTuple):
@@ -66,6 +67,22 @@ def dirichlet(rand: SampleRandom, alphas: Sequence[float]) -> tuple[float, ...]:
     if total == 0.0:  # every Gamma underflowed (a tiny alpha): the limit puts all weight on one
         draws[rand.integers(0, len(draws))] = total = 1.0
     return tuple(draw / total for draw in draws)
+
+
+def _mixed(images: torch.Tensor, chains: Sequence[torch.Tensor], original: torch.Tensor,
+           weights: torch.Tensor) -> torch.Tensor:
+    """``images`` becomes ``original * images + sum_i weights[:, i] * chains[i]`` in float32, truncated
+    to uint8 (torchvision's operations in its order). A CPU batch is mixed a few images at a time:
+    float32 temporaries of a whole batch go to memory on every pass, a few images' stay in cache."""
+    count = images.shape[0]
+    step = count if images.device.type != "cpu" else max(1, _CPU_PIECE // images[0].numel())
+    for start in range(0, count, step):
+        rows = slice(start, start + step)
+        result = original[rows].reshape(-1, 1, 1, 1) * images[rows]
+        for chain, augmented in enumerate(chains):
+            result.add_(weights[rows, chain].reshape(-1, 1, 1, 1) * augmented[rows])
+        images[rows] = result  # float32 to uint8 truncates, as torchvision's .to(torch.uint8)
+    return images
 
 
 class AugMix(SampleOp):
@@ -118,20 +135,18 @@ class AugMix(SampleOp):
             raise ValueError(f"AugMix: {len(params)} draws for a batch of {images.shape[0]}")
         unchanged = AugMixDraw((1.0, 0.0), (0.0,) * self.mixture_width, ((),) * self.mixture_width)
         draws = [unchanged if draw is None else draw for draw in params]
-        batch_dims = (-1, 1, 1, 1)
         mix = torch.tensor([draw.mix for draw in draws], dtype=torch.float32, device=images.device)
         weights = torch.tensor([draw.weights for draw in draws], dtype=torch.float32, device=images.device)
         weights = weights * mix[:, 1:2]  # float32 products, as torchvision's combined weights
-        result = mix[:, 0].reshape(batch_dims) * images
+        chains = []
         for chain in range(self.mixture_width):
             augmented = images.clone()
-            depth = max(len(draw.chains[chain]) for draw in draws)
-            for step in range(depth):
+            for step in range(max(len(draw.chains[chain]) for draw in draws)):
                 augmented = apply_step(
                     augmented, [draw.chains[chain][step] if step < len(draw.chains[chain]) else None
                                 for draw in draws], self.interpolation, self.fill)
-            result.add_(weights[:, chain].reshape(batch_dims) * augmented)
-        return result.to(torch.uint8)
+            chains.append(augmented)
+        return _mixed(images, chains, mix[:, 0], weights)
 
     def __repr__(self) -> str:
         return (f"AugMix(severity={self.severity}, mixture_width={self.mixture_width}, "
