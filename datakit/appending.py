@@ -13,6 +13,13 @@ reader opened at any moment, or after the append was killed, sees the store
 as it was; ``--append`` again (or ``--resume``) finishes an interrupted one.
 This module only plans: which classes, which settings, which entries, which
 labels the records already stored carry, and the manifest at the end.
+
+An append takes its labels the way the store did: from class folders into a
+store converted from class folders, from a label file into one converted
+from a label file; anything else would mix two labelling schemes in one
+store, and is refused before anything is written. Skipped files are counted
+per source file across the conversion and its appends: a file skipped again
+is not counted twice, and one stored since (mended, say) is no longer listed.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from datakit.errors import ConversionError
+from datakit.errors import ConversionError, Spelling
+from datakit.labelfile import LabelledFolder
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
 from datakit.source import SourceEntry, SourceFolder
 from datakit.stores.base import AppendState, CommittedState, ConversionSettings
@@ -77,6 +85,7 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     """
     before = appended.manifest
     multi = before.multi_label
+    _check_label_origin(before, folder, where)
     if multi_label and not multi:
         raise ConversionError(f"{where} is a single-label store; a label file giving images several "
                               "classes cannot be appended to it (convert a new store instead)")
@@ -85,16 +94,19 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     new = [name for name in folder.classes if name not in known]
     if new and multi:
         raise ConversionError(f"{where} is a multi-label store, whose label rows have one column per "
-                              f"class; --append cannot add the classes {new} to it (convert a new store)")
+                              f"class; an append cannot add the classes {new} to it (convert a new store)")
     classes = known + new
     settings = ConversionSettings(folder.root, classes, before.payload_kind, APPEND_RULES + rules,
                                   before.exif_transpose, before.max_side, before.quality, before.label_kind)
     if interrupted is not None:
         if interrupted.settings.scan != settings.scan or interrupted.settings.classes != classes:
-            raise ConversionError(
-                f"{where} holds an append from {interrupted.settings.source} that was interrupted; "
-                f"finish it first with `datakit convert {interrupted.settings.source} {where} --append` "
-                "and the same --labels and --extensions as then")
+            source = interrupted.settings.source
+            raise ConversionError.advising(
+                "{where} holds an append from {source} that was interrupted; finish it first with "
+                "{command} and the same {labels} and {extensions} as then", where=where, source=source,
+                command=Spelling("append=True", f"`datakit convert {source} {where} --append`"),
+                labels=Spelling("labels", "--labels"),
+                extensions=Spelling("extensions", "--extensions"))
         stats = interrupted.stats
     else:
         stats = Stats.from_dict(before.stats.to_dict(), where)  # a copy the commits advance
@@ -114,17 +126,50 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     return AppendPlan(settings, state, entries, labels, before)
 
 
+def _check_label_origin(before: Manifest, folder: SourceFolder, where: str) -> None:
+    """Refuse a source whose labels come from elsewhere than the store's (folders, or a label file)."""
+    from_file = isinstance(folder, LabelledFolder)
+    if bool(before.label_file) == from_file:
+        return
+    if before.label_file:
+        raise ConversionError.advising(
+            "{where} takes its labels from the label file {store_file}, not from class folders; an append "
+            "to it takes them from a label file too: pass {labels} (or convert a new store)", where=where,
+            store_file=before.label_file, labels=Spelling("labels=FILE", "--labels FILE"))
+    raise ConversionError.advising(
+        "{where} takes its labels from its class folders, not from a label file; an append to it takes "
+        "them from class folders too: append without {labels} (or convert a new store)", where=where,
+        labels=Spelling("labels", "--labels"))
+
+
 def appended_manifest(plan: AppendPlan, skipped: Sequence[list[str]], label_file: str) -> Manifest:
     """The manifest of the grown store: the old one, with the new classes, totals and
-    skipped files, and an entry in its ``appends`` history."""
+    skipped files, and an entry in its ``appends`` history.
+
+    ``skipped`` is this append's ``[path, reason]`` list (skipped, then ignored
+    files). Each path is listed once, with its latest reason, and not at all
+    once the store holds it. Skips beyond the :data:`KEPT_SKIPPED_FILES` an
+    earlier run listed are known only by their count, which is carried over.
+    """
     before = plan.before
-    listed = [*before.skipped_files, *skipped]
+    again = {path for path, reason in skipped if not _ignored(reason)}
+    held = set(plan.state.sources) | {entry.path for entry in plan.entries if entry.path not in again}
+    merged: dict[str, str] = {}
+    for path, reason in [*before.skipped_files, *skipped]:
+        merged[path] = reason  # a path keeps its first place and takes its latest reason
+    listed = [[path, reason] for path, reason in merged.items() if path not in held]
+    unlisted_skips = max(0, before.skipped - sum(not _ignored(reason) for _, reason in before.skipped_files))
     history = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "added": plan.state.stats.length - before.length, "source": plan.settings.source,
                "label_file": label_file}
     return dataclasses.replace(
         before, classes=list(plan.settings.classes), stats=plan.state.stats,
-        skipped=before.skipped + sum(1 for _, reason in skipped if not reason.startswith("ignored")),
+        skipped=unlisted_skips + sum(not _ignored(reason) for _, reason in listed),
         skipped_files=listed[:KEPT_SKIPPED_FILES],
         skipped_files_omitted=before.skipped_files_omitted + max(0, len(listed) - KEPT_SKIPPED_FILES),
         appends=[*before.appends, history])
+
+
+def _ignored(reason: str) -> bool:
+    """Whether a listed file was ignored (not an image by extension, not named) rather than skipped."""
+    return reason.startswith("ignored")

@@ -16,20 +16,25 @@ moment of the machine, and medians are reported. ``datakit bench`` prints it.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import resource
+import signal
 import statistics
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from datakit.stores import resolve_store
 from datakit.stores.base import StoreSpec
 
-__all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps"]
+__all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps",
+           "counted_epochs", "torchvision_problem"]
 
 LOADERS = ("torch", "datakit")
+_STOP_GRACE = 10.0  # seconds a stopped run may take to finish its batch and shut its workers down
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,14 @@ class LoaderRun:
 
 
 def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
-    """Alternate ``repeats`` runs of each loader; return the medians and ratios."""
+    """Alternate ``repeats`` runs of each loader; return the medians and ratios.
+
+    Besides the figures, the result says what they measure, so that a reader
+    of the JSON alone is not misled: ``samples_per_second_counts`` (the
+    epochs after the first; with one epoch, that epoch, start-up included)
+    and, with a pipeline, ``baseline`` (what torch's loader ran),
+    ``baseline_is_torchvision`` and ``baseline_note`` (why not, else ``None``).
+    """
     spec = resolve_store(settings.store, settings.backend_options)
     with spec.open_reader() as reader:
         manifest = reader.manifest
@@ -92,9 +104,10 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
         for name in LOADERS:
             runs[name].append(_run_in_child(name, spec, settings))
     summary: dict[str, Any] = {"store": spec.describe(), "records": manifest.length,
-                               "settings": settings.to_dict(), "repeats": repeats, "loaders": {}}
+                               "settings": settings.to_dict(), "repeats": repeats,
+                               "samples_per_second_counts": counted_epochs(settings.epochs), "loaders": {}}
     if settings.pipeline is not None:
-        summary["baseline"] = baseline_transform(settings.pipeline)[1]
+        summary.update(_baseline_fields(settings.pipeline))
     for name, results in runs.items():
         rate = statistics.median(run.steady_samples_per_second for run in results)
         summary["loaders"][name] = {
@@ -114,24 +127,65 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
 def _run_in_child(loader: str, spec: StoreSpec, settings: BenchSettings) -> LoaderRun:
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(loader, spec, settings, sender), daemon=False)
-    process.start()
+    stop = context.Event()
+    process = context.Process(target=_child, args=(loader, spec, settings, sender, stop), daemon=False)
+    with _interrupts_ignored():  # inherited by the run and its loader's workers
+        process.start()
     sender.close()
     try:
         result = receiver.recv()
     except EOFError:
         result = None
+    except BaseException:  # Ctrl-C: a run half done measures nothing
+        with _interrupts_ignored():
+            _stop_run(process, stop)
+        raise
+    finally:
+        receiver.close()
     process.join()
     if not isinstance(result, LoaderRun):
         raise RuntimeError(f"the {loader} benchmark run failed (exit code {process.exitcode}): {result}")
     return result
 
 
-def _child(loader: str, spec: StoreSpec, settings: BenchSettings, sender: Any) -> None:
+def _stop_run(process: Any, stop: Any) -> None:
+    """Ask the run to stop at its next batch, shutting its loader down as a training loop that
+    breaks out of an epoch does (killing it mid-batch makes its workers print tracebacks and
+    leaks their semaphores); terminate it only if it does not stop within :data:`_STOP_GRACE`."""
+    stop.set()
+    process.join(_STOP_GRACE)
+    if process.is_alive():
+        process.terminate()
+        process.join()
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ignore SIGINT while a run process starts, so that the run (and every process it starts)
+    begins with SIGINT ignored: a Ctrl-C at the terminal reaches the whole process group, and
+    only this process, which stops the run, should answer it. Python keeps a SIGINT it finds
+    ignored at start-up ignored. (A Ctrl-C within the few milliseconds of a start is lost.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        sender.send(_measure(loader, spec, settings))
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _child(loader: str, spec: StoreSpec, settings: BenchSettings, sender: Any, stop: Any) -> None:
+    try:
+        outcome: LoaderRun | str | None = _measure(loader, spec, settings, stop)
     except Exception as exc:  # reported to the parent, which raises
-        sender.send(f"{type(exc).__name__}: {exc}")
+        outcome = f"{type(exc).__name__}: {exc}"
+    if outcome is None:
+        return  # stopped: the parent no longer waits for a result
+    try:
+        sender.send(outcome)
+    except OSError:
+        pass  # the parent is gone (killed): nobody is waiting for this run
     finally:
         sender.close()
 
@@ -146,6 +200,22 @@ def pipeline_steps(pipeline: str, ops: Any) -> list[Any]:
     return [ops.Resize(256), ops.CenterCrop(224)]
 
 
+def counted_epochs(epochs: int) -> str:
+    """Which epochs samples/s counts, in words (the first only when it is the only one)."""
+    if epochs == 1:
+        return "the only epoch, worker start-up and the first batch included"
+    return f"epochs 2 to {epochs} (after the first)"
+
+
+def torchvision_problem() -> str | None:
+    """Why torchvision's ``transforms.v2`` does not import here (``"ExcType: message"``), or ``None``."""
+    try:
+        from torchvision.transforms import v2  # noqa: F401
+    except Exception as exc:  # absent, or a build that does not import beside this torch
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def baseline_transform(pipeline: str) -> tuple[Any, str]:
     """The transform torch's loader runs for ``pipeline``, and what it is, in words.
 
@@ -153,13 +223,24 @@ def baseline_transform(pipeline: str) -> tuple[Any, str]:
     operations called one by one on uint8 tensors (torchvision's arithmetic,
     unfused).
     """
-    try:
-        from torchvision.transforms import v2
-    except Exception:  # absent, or a build that does not import beside this torch
+    if torchvision_problem() is not None:
         from datakit import vision
 
         return vision.Compose(pipeline_steps(pipeline, vision)).__call__, "datakit.vision unfused, on tensors"
+    from torchvision.transforms import v2
+
     return v2.Compose([*pipeline_steps(pipeline, v2), v2.PILToTensor()]), "torchvision transforms.v2 on PIL"
+
+
+def _baseline_fields(pipeline: str) -> dict[str, Any]:
+    """What torch's loader ran, for the result: the help promises torchvision, so say when it was not."""
+    problem = torchvision_problem()
+    note = None if problem is None else (
+        f"torchvision does not import here ({problem}): torch's loader ran datakit.vision's operations "
+        "unfused on tensors in its place, not torchvision's transforms.v2 on PIL images; install "
+        "torchvision to compare against it")
+    return {"baseline": baseline_transform(pipeline)[1], "baseline_is_torchvision": problem is None,
+            "baseline_note": note}
 
 
 def _dataset(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Any:
@@ -175,7 +256,8 @@ def _dataset(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Any:
     return datakit.StoreDataset(spec, transform=vision.Compose(pipeline_steps(settings.pipeline, vision)))
 
 
-def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> LoaderRun:
+def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings, stop: Any) -> LoaderRun | None:
+    """One run of one loader; ``None`` when ``stop`` was set (checked between batches)."""
     import torch
 
     import datakit
@@ -185,29 +267,47 @@ def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Load
     loader = loader_class(dataset, batch_size=settings.batch_size, shuffle=settings.shuffle,
                           num_workers=settings.workers, persistent_workers=settings.workers > 0,
                           generator=torch.Generator().manual_seed(0))
-    samples = steady_samples = 0
-    first_batch = steady_seconds = 0.0
+    counts = _EpochCounts()
     started = time.perf_counter()
     for epoch in range(settings.epochs):
-        epoch_started = time.perf_counter()
-        epoch_samples = 0
-        for batch_number, (_, labels) in enumerate(loader):
-            if epoch == 0 and batch_number == 0:
-                first_batch = time.perf_counter() - epoch_started
-            epoch_samples += len(labels)
-        samples += epoch_samples
-        if epoch > 0 or settings.epochs == 1:
-            steady_samples += epoch_samples
-            steady_seconds += time.perf_counter() - epoch_started
+        if not _one_epoch(loader, epoch, settings.epochs, counts, stop):
+            del loader  # shuts its workers down, as a training loop that breaks out of an epoch does
+            return None
     seconds = time.perf_counter() - started
     del loader  # stops persistent workers, so their peak memory is counted below
     kib = 1024 / 1e6
+    steady = counts.steady_samples / counts.steady_seconds if counts.steady_seconds else 0.0
     return LoaderRun(
         loader=loader_name,
-        samples=samples,
+        samples=counts.samples,
         seconds=seconds,
-        steady_samples_per_second=steady_samples / steady_seconds if steady_seconds else 0.0,
-        first_batch_seconds=first_batch,
+        steady_samples_per_second=steady,
+        first_batch_seconds=counts.first_batch,
         main_peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib,
         worker_peak_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib,
     )
+
+
+@dataclass
+class _EpochCounts:
+    samples: int = 0
+    steady_samples: int = 0
+    first_batch: float = 0.0
+    steady_seconds: float = 0.0
+
+
+def _one_epoch(loader: Any, epoch: int, epochs: int, counts: _EpochCounts, stop: Any) -> bool:
+    """Read one epoch into ``counts``; ``False`` when ``stop`` is set before it ends."""
+    epoch_started = time.perf_counter()
+    epoch_samples = 0
+    for batch_number, (_, labels) in enumerate(loader):
+        if stop.is_set():
+            return False
+        if epoch == 0 and batch_number == 0:
+            counts.first_batch = time.perf_counter() - epoch_started
+        epoch_samples += len(labels)
+    counts.samples += epoch_samples
+    if epoch > 0 or epochs == 1:
+        counts.steady_samples += epoch_samples
+        counts.steady_seconds += time.perf_counter() - epoch_started
+    return True

@@ -4,11 +4,23 @@ Every error that reaches a user names the thing at fault (a file, a store, a
 key, an argument) and, where there is one, the command that fixes it. Library
 code raises these; the CLI turns them into one-line messages in one place
 (``datakit/cli/_errors.py``).
+
+Advice is given in the reader's terms: ``overwrite=True`` to a caller of
+:func:`datakit.convert`, ``--overwrite`` to a user of ``datakit convert``. An
+error that advises an option is built with :meth:`DatakitError.advising`, from
+one template and each option's two spellings (:func:`option`, :class:`Spelling`);
+``str(error)`` is the Python wording and :attr:`DatakitError.command_line` the
+command line's, which the CLI prints.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TypeVar
+
 __all__ = [
+    "Spelling",
+    "option",
     "DatakitError",
     "SourceError",
     "LabelFileError",
@@ -28,8 +40,75 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class Spelling:
+    """Something an error advises, as the Python API and the command line spell it.
+
+    Example: ``Spelling("labels=FILE", "--labels FILE")``; :func:`option` spells
+    the usual cases.
+    """
+
+    python: str
+    command_line: str
+
+
+def option(name: str, value: object = True) -> Spelling:
+    """An argument of :func:`datakit.convert` and the ``datakit convert`` option that sets it.
+
+    Example::
+
+        >>> option("overwrite")
+        Spelling(python='overwrite=True', command_line='--overwrite')
+        >>> option("max_side", 256).command_line
+        '--max-side 256'
+        >>> option("format", "raw").python
+        "format='raw'"
+    """
+    flag = "--" + name.replace("_", "-")
+    if value is True:
+        return Spelling(f"{name}=True", flag)
+    shown = value if isinstance(value, (int, float)) else str(value)
+    return Spelling(f"{name}={value!r}", f"{flag} {shown}")
+
+
+_Error = TypeVar("_Error", bound="DatakitError")
+
+
 class DatakitError(Exception):
-    """Base class of every error datakit raises on purpose."""
+    """Base class of every error datakit raises on purpose.
+
+    Attributes:
+        command_line: the message as the command line words it, when it
+            advises options (``--overwrite`` where ``str(error)`` says
+            ``overwrite=True``); ``None`` when both read the same.
+    """
+
+    command_line: str | None = None
+
+    @classmethod
+    def advising(cls: type[_Error], template: str, **parts: object) -> _Error:
+        """The error whose message is ``template`` filled in with ``parts``.
+
+        Each :class:`Spelling` among ``parts`` reads as its ``python`` form in
+        ``str(error)`` and as its ``command_line`` form in :attr:`command_line`;
+        other parts read the same in both. For the subclasses whose only
+        argument is the message.
+
+        Example::
+
+            >>> error = DestinationExistsError.advising("{where} exists; pass {overwrite}",
+            ...                                         where="s.lmdb", overwrite=option("overwrite"))
+            >>> str(error), error.command_line
+            ('s.lmdb exists; pass overwrite=True', 's.lmdb exists; pass --overwrite')
+        """
+        def spelled(command_line: bool) -> str:
+            return template.format(**{
+                name: (part.command_line if command_line else part.python) if isinstance(part, Spelling)
+                else part for name, part in parts.items()})
+
+        error = cls(spelled(False))
+        error.command_line = spelled(True)
+        return error
 
 
 class SourceError(DatakitError):

@@ -14,7 +14,10 @@ per image) or ``DIR/labels.jsonl`` (several), in record order, for
 An export never loses a sample: it refuses a ``DIR`` that is not empty,
 refuses source paths that would escape ``DIR`` or collide, checks every
 record's checksum as it reads it (a bad record stops the export, naming its
-key), and counts what it wrote.
+key), and counts what it wrote. An export killed at any moment leaves ``DIR``
+marked unfinished, with whole files only; a plain export refuses it and
+``resume=True`` (``datakit export STORE DIR --resume``) finishes it, checking
+the files already there against their records (:mod:`datakit.export_folder`).
 """
 
 from __future__ import annotations
@@ -25,14 +28,15 @@ import json
 import os
 import posixpath
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from datakit import export_folder
 from datakit.errors import ExportError, StoreError
-from datakit.manifest import record_key
+from datakit.manifest import Manifest, record_key
 from datakit.records import PayloadKind, decode_record
 from datakit.stores import given_options, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
@@ -49,18 +53,27 @@ class ExportReport:
     Attributes:
         store: the store, as messages name it.
         directory: the folder written, absolute.
-        written: image files written (one per record).
-        total_bytes: their bytes.
+        written: image files this run wrote (one per record, less ``kept``).
+        kept: with ``resume``, image files found already whole (compared with
+            their records byte for byte) and left as they were.
+        rewritten: with ``resume``, files of ``written`` that were there but
+            short or different (an interrupted write).
+        total_bytes: the bytes of every image file of the export, kept ones
+            included.
         label_file: the label file written beside them, or ``""`` when the
             class folders carry the labels.
+        resumed: the run finished an unfinished export.
         seconds: wall time.
     """
 
     store: str
     directory: str
     written: int = 0
+    kept: int = 0
+    rewritten: int = 0
     total_bytes: int = 0
     label_file: str = ""
+    resumed: bool = False
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,57 +81,109 @@ class ExportReport:
 
 
 def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLike[str], *,
-           collection: str | None = None, database: str | None = None) -> ExportReport:
+           collection: str | None = None, database: str | None = None, resume: bool = False,
+           progress: Callable[[int, int], None] | None = None) -> ExportReport:
     """Write every record of ``store`` back to files under ``directory``.
 
     Args:
         store: a path (LMDB), a ``mongodb://`` URI, or a store spec.
-        directory: an empty or missing folder.
+        directory: an empty or missing folder; with ``resume``, the folder of
+            an unfinished export of this store (an empty or missing one
+            starts afresh).
         collection, database: MongoDB only.
+        resume: finish an export that was interrupted: files already there
+            are compared with their records, and a short or different one
+            is written again.
+        progress: called as ``progress(done, total)`` after each record.
 
     Returns:
         An :class:`ExportReport`.
 
     Raises:
-        ExportError: ``directory`` is not an empty folder, or the store's
-            source paths would escape it or collide.
+        ExportError: ``directory`` is not an empty folder (or, with
+            ``resume``, holds no unfinished export of this store), or the
+            store's source paths would escape it or collide.
         CorruptRecordError: a record fails its checksum (named by key).
         StoreError: the store cannot be read.
     """
     started = time.perf_counter()
     spec = resolve_store(store, given_options(collection=collection, database=database))
     target = os.path.abspath(os.path.expanduser(os.fspath(directory)))
-    if os.path.lexists(target) and (not os.path.isdir(target) or os.listdir(target)):
-        raise ExportError(f"{target} is not an empty folder; export into a new or empty one, so that "
-                          "nothing already there is overwritten or mixed with the store's images")
+    state = export_folder.folder_state(target)
+    _check_folder(target, state, resume)
     with spec.open_reader() as reader:
         manifest = reader.manifest
+        identity = export_folder.ExportIdentity(spec.describe(), manifest.length, manifest.created)
+        if state.unfinished is not None:
+            _check_same_store(target, state.unfinished, identity)
         raw = manifest.payload_kind == PayloadKind.RAW.label
         paths = [_file_name(path, raw, spec) for path in reader.source_path_range(0, len(reader))]
         _check_distinct(paths, spec)
         labels = reader.labels()
-        by_folder = not manifest.multi_label and not manifest.label_file \
-            and not any(entry.get("label_file") for entry in manifest.appends) \
-            and all(path.split("/")[0] == manifest.classes[int(label)] for path, label in zip(paths, labels,
-                                                                                              strict=True))
-        os.makedirs(target, exist_ok=True)
-        report = ExportReport(spec.describe(), target)
-        for index, data in _records(reader):
-            record = decode_record(data, record_key(index))  # verifies the checksum
-            payload = _png(record) if raw else bytes(record.payload)
-            path = os.path.join(target, *paths[index].split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "xb") as stream:  # "x": never overwrite a sample written before
-                stream.write(payload)
-            report.written += 1
-            report.total_bytes += len(payload)
-        if report.written != len(paths):
-            raise StoreError(f"{spec.describe()}: {len(paths) - report.written} record(s) are missing from "
-                             "the store; check it with `datakit inspect --verify`")
-        if not by_folder:
+        export_folder.start(target, identity)
+        report = ExportReport(spec.describe(), target, resumed=state.unfinished is not None)
+        if report.resumed:
+            export_folder.remove_partials(target)
+        _write_records(reader, target, paths, raw, report, progress)
+        if report.written + report.kept != len(paths):
+            raise StoreError(f"{spec.describe()}: {len(paths) - report.written - report.kept} record(s) are "
+                             "missing from the store; check it with `datakit inspect --verify`")
+        if not _labelled_by_folder(manifest, paths, labels):
             report.label_file = _write_labels(target, paths, labels, manifest.classes, manifest.multi_label)
+    export_folder.finish(target)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_folder(target: str, state: export_folder.FolderState, resume: bool) -> None:
+    """Refuse a folder this export must not write into."""
+    if state.unfinished is not None and not resume:
+        raise ExportError(f"{target} holds an unfinished export of {state.unfinished.store} (it was "
+                          "interrupted); finish it with `datakit export STORE DIR --resume` "
+                          "(resume=True), or export into a new folder")
+    if state.unfinished is None and not state.empty:
+        finished = (" and holds no unfinished export, so there is nothing to resume (a finished export "
+                    "carries no marker)") if resume else ""
+        raise ExportError(f"{target} is not an empty folder{finished}; export into a new or empty one, so "
+                          "that nothing already there is overwritten or mixed with the store's images")
+
+
+def _check_same_store(target: str, unfinished: export_folder.ExportIdentity,
+                      identity: export_folder.ExportIdentity) -> None:
+    difference = unfinished.differs_from(identity)
+    if difference is not None:
+        raise ExportError(f"{target} holds an unfinished export of another store: {difference}; resume "
+                          "it with the store it was exported from, or export into a new folder")
+
+
+def _labelled_by_folder(manifest: Manifest, paths: list[str], labels: np.ndarray) -> bool:
+    """Whether the class folders carry the labels, so that no label file is needed."""
+    return not manifest.multi_label and not manifest.label_file \
+        and not any(entry.get("label_file") for entry in manifest.appends) \
+        and all(path.split("/")[0] == manifest.classes[int(label)]
+                for path, label in zip(paths, labels, strict=True))
+
+
+def _write_records(reader: StoreReader, target: str, paths: list[str], raw: bool, report: ExportReport,
+                   progress: Callable[[int, int], None] | None) -> None:
+    """Write each record's file, keeping (with ``resume``) one already whole."""
+    for index, data in _records(reader):
+        record = decode_record(data, record_key(index))  # verifies the checksum
+        payload = _png(record) if raw else bytes(record.payload)
+        path = os.path.join(target, *paths[index].split("/"))
+        if report.resumed and export_folder.holds_exactly(path, payload):
+            report.kept += 1
+        else:
+            if report.resumed and os.path.lexists(path):
+                report.rewritten += 1
+            elif os.path.lexists(path):  # a fresh export into an empty folder: nothing is there
+                raise ExportError(f"{path} appeared while the export was writing; export into a folder "
+                                  "that nothing else writes to")
+            export_folder.write_whole(path, payload, str(index))
+            report.written += 1
+        report.total_bytes += len(payload)
+        if progress is not None:
+            progress(report.written + report.kept, len(paths))
 
 
 def _records(reader: StoreReader) -> Iterator[tuple[int, bytes]]:
@@ -134,7 +199,11 @@ def _file_name(path: str, raw: bool, spec: StoreSpec) -> str:
     if cleaned.startswith(("/", "../")) or cleaned in ("..", ".") or "\\" in cleaned or ":" in cleaned[:2]:
         raise ExportError(f"{spec.describe()}: the source path {path!r} would be written outside the "
                           "export folder; the store is damaged or was not written by datakit")
-    return posixpath.splitext(cleaned)[0] + ".png" if raw else cleaned
+    name = posixpath.splitext(cleaned)[0] + ".png" if raw else cleaned
+    if export_folder.reserved_name(name):
+        raise ExportError(f"{spec.describe()}: the source path {path!r} is a name datakit export keeps "
+                          "for its own bookkeeping; nothing was exported")
+    return name
 
 
 def _check_distinct(paths: list[str], spec: StoreSpec) -> None:
@@ -159,17 +228,18 @@ def _png(record: Any) -> bytes:
 
 
 def _write_labels(target: str, paths: list[str], labels: np.ndarray, classes: list[str], multi: bool) -> str:
+    """Write the label file (whole, like the images; a resumed export writes it again)."""
+    buffer = io.StringIO(newline="")
     if multi:
         location = os.path.join(target, "labels.jsonl")
-        with open(location, "x", encoding="utf-8") as stream:
-            for path, row in zip(paths, labels, strict=True):
-                names = [classes[index] for index in np.flatnonzero(row)]
-                stream.write(json.dumps({"path": path, "label": names}, ensure_ascii=False) + "\n")
-        return location
-    location = os.path.join(target, "labels.csv")
-    with open(location, "x", encoding="utf-8", newline="") as stream:
-        writer = csv.writer(stream)
+        for path, row in zip(paths, labels, strict=True):
+            names = [classes[index] for index in np.flatnonzero(row)]
+            buffer.write(json.dumps({"path": path, "label": names}, ensure_ascii=False) + "\n")
+    else:
+        location = os.path.join(target, "labels.csv")
+        writer = csv.writer(buffer)
         writer.writerow(["path", "label"])
         for path, label in zip(paths, labels, strict=True):
             writer.writerow([path, classes[int(label)]])
+    export_folder.write_whole(location, buffer.getvalue().encode("utf-8"), "labels")
     return location

@@ -23,10 +23,13 @@ from datakit.records import decode_record
 from datakit.stores import given_options, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec, incomplete_message
 
-__all__ = ["inspect", "verify_records", "draw_preview"]
+__all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS"]
 
 _THUMB = 96
 _CAPTION = 14
+
+PREVIEW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
+"""The preview sheet's format, by the extension of its file name (case does not matter)."""
 
 
 def inspect(
@@ -46,7 +49,9 @@ def inspect(
         collection, database: MongoDB only; they do not apply to a spec.
         verify: check every record's checksum and decode every image. The
             result's ``verify`` entry lists each bad record's key and reason.
-        preview: write a PNG grid of labelled thumbnails to this path.
+        preview: write a grid of labelled thumbnails to this path, in the
+            format its extension names (:data:`PREVIEW_FORMATS`: ``.png``,
+            ``.jpg``/``.jpeg``, ``.webp``).
         preview_count: how many samples the preview shows, spread over classes.
         skipped: add ``skipped_files`` (``{"path", "reason"}`` of each source
             file or folder the conversion skipped or ignored, as kept in the
@@ -64,14 +69,23 @@ def inspect(
         ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
         multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
         (the ``--labels`` file the labels came from, ``None`` for class
-        folders or an incomplete store), ``unlisted`` (images under the
+        folders or an incomplete store), ``class_order`` (``"numeric"``: a
+        label file's integer labels sorted as numbers; ``"text"``: sorted as
+        text, as folder names are; ``None`` for an incomplete store; classes
+        new in an append come last either way), ``unlisted`` (images under the
         source that the label file did not name), ``appends`` (each
         ``--append``: ``when``, ``added``, ``source``, ``label_file``),
         ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
         ``preview`` when asked for.
+
+    Raises:
+        ValueError: ``preview``'s extension names no format the sheet can be
+            written in.
     """
+    if preview is not None:
+        preview_format(preview)  # before any work: a long --verify must not end in this refusal
     spec = resolve_store(store, given_options(collection=collection, database=database))
     try:
         reader = spec.open_reader()
@@ -118,6 +132,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         quality=manifest.quality,
         label_kind=manifest.label_kind,
         label_file=manifest.label_file or None,
+        class_order=manifest.class_order,
         unlisted=manifest.unlisted,
         appends=[dict(entry) for entry in manifest.appends],
         being_written=False,
@@ -138,7 +153,7 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
                    skipped=None, created=None, source=state.settings.source, datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
-                   unlisted=0, appends=[], being_written=running is not None,
+                   class_order=None, unlisted=0, appends=[], being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 
@@ -186,8 +201,24 @@ def verify_records(reader: StoreReader) -> list[dict[str, str]]:
     return bad
 
 
+def preview_format(path: str | os.PathLike[str]) -> str:
+    """The Pillow format a preview sheet at ``path`` is written in, named by its extension.
+
+    Raises:
+        ValueError: the extension is none of :data:`PREVIEW_FORMATS`.
+    """
+    extension = os.path.splitext(os.fspath(path))[1].lower()
+    if extension not in PREVIEW_FORMATS:
+        names = ", ".join(list(PREVIEW_FORMATS)[:-1]) + f" or {list(PREVIEW_FORMATS)[-1]}"
+        raise ValueError(f"preview={os.fspath(path)!r}: the file name must end in {names}, the format the "
+                         "sheet is written in")
+    return PREVIEW_FORMATS[extension]
+
+
 def draw_preview(reader: StoreReader, path: str, count: int) -> None:
-    """Write a grid of thumbnails, each captioned with its class and key."""
+    """Write a grid of thumbnails, each captioned with its class and key, in the format that
+    ``path``'s extension names (:func:`preview_format`)."""
+    image_format = preview_format(path)
     labels = reader.labels()  # validated against the classes when read
     indices = _spread_over_classes(labels, count)
     if not indices:
@@ -210,7 +241,7 @@ def draw_preview(reader: StoreReader, path: str, count: int) -> None:
         except Exception:  # a broken record still gets its slot, marked; --verify says what is wrong
             draw.line((x, y, x + _THUMB, y + _THUMB), fill="red", width=3)
         draw.text((x + 3, y + _THUMB), caption[:16], fill="black")
-    sheet.save(path, format="PNG")
+    sheet.save(path, format=image_format)
 
 
 def _spread_over_classes(labels: np.ndarray, count: int) -> list[int]:

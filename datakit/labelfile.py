@@ -4,8 +4,11 @@
 from ``FILE``, either CSV with the header ``path,label`` or JSON Lines with one
 ``{"path": ..., "label": ...}`` object per line. Paths are relative to ``SRC``
 and ``/``-separated. The class names are the file's labels, sorted, so a label
-is a position in that list as with ``ImageFolder``. The records come in the
-order of the file's rows, which is what lets ``--resume`` continue a
+is a position in that list as with ``ImageFolder``: sorted as numbers when
+every label is an integer (``0, 2, 9, 10``, where text would give ``0, 10, 2,
+9`` and label 10 index 1), else as text. A store started by a datakit that
+sorted integers as text keeps that order when resumed (:func:`in_class_order`).
+The records come in the order of the file's rows, which is what lets ``--resume`` continue a
 conversion: the file's SHA-256 is recorded in the store's progress
 (:func:`label_scan_rules`), and a resume with another file is refused.
 
@@ -19,11 +22,13 @@ not converted; they are counted (:attr:`LabelledFolder.unlisted`).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
 import os
 import posixpath
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -31,10 +36,37 @@ from datakit.errors import LabelFileError, SourceError
 from datakit.source import SourceEntry, SourceFolder, normalise_extensions
 
 __all__ = ["LabelRow", "LabelFile", "LabelledFolder", "read_label_file", "label_scan_rules",
-           "labelled_folder"]
+           "labelled_folder", "sorted_classes", "class_order", "in_class_order"]
 
 _JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _CSV_SEPARATOR = ";"
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _integers(names: list[str]) -> bool:
+    return bool(names) and all(_INTEGER.fullmatch(name) for name in names)
+
+
+def sorted_classes(names: set[str] | list[str]) -> list[str]:
+    """Class names sorted as numbers when every one is an integer (``"007"`` after ``"7"``),
+    else as text.
+
+    Example::
+
+        >>> sorted_classes({"10", "2", "0", "9"})
+        ['0', '2', '9', '10']
+        >>> sorted_classes({"10", "2", "x"})
+        ['10', '2', 'x']
+    """
+    names = list(names)
+    if _integers(names):
+        return sorted(names, key=lambda name: (int(name), name))
+    return sorted(names)
+
+
+def class_order(classes: list[str]) -> str:
+    """``"numeric"`` when ``classes`` are integers sorted as numbers, else ``"text"``."""
+    return "numeric" if _integers(classes) and classes == sorted_classes(classes) else "text"
 
 
 @dataclass(frozen=True)
@@ -64,8 +96,8 @@ class LabelFile:
 
     @property
     def classes(self) -> list[str]:
-        """Every class name the file uses, sorted."""
-        return sorted({name for row in self.rows for name in row.labels})
+        """Every class name the file uses, sorted (:func:`sorted_classes`)."""
+        return sorted_classes({name for row in self.rows for name in row.labels})
 
     @property
     def multi_label(self) -> bool:
@@ -86,6 +118,10 @@ class LabelledFolder(SourceFolder):
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
     multi_label: bool = False
+
+    def hidden_classes(self) -> list[str]:
+        """None: a label file's classes are its labels, not folders."""
+        return []
 
 
 def label_scan_rules(label_file: LabelFile) -> str:
@@ -212,8 +248,27 @@ def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...
         entries.append(SourceEntry(row.path, indices[0], indices if multi else ()))
     named = {row.path for row in label_file.rows}
     unlisted = [path for path in _image_files(root, taken) if path not in named]
-    return LabelledFolder(root, classes, entries, extensions=taken, label_file=label_file.path,
-                          unlisted=unlisted, multi_label=multi)
+    return LabelledFolder(root, classes, entries, extensions=taken, class_order=class_order(classes),
+                          label_file=label_file.path, unlisted=unlisted, multi_label=multi)
+
+
+def in_class_order(folder: SourceFolder, classes: list[str]) -> SourceFolder:
+    """``folder`` with its labels as positions in ``classes``, the class order of the store it resumes.
+
+    Only a label file's classes can come in another order: a store started by a
+    datakit that sorted integer labels as text keeps that order, so that its
+    records and the ones still to come carry the same labels. Anything else is
+    returned as it is (the resume check refused other classes already).
+    """
+    if classes == folder.classes or sorted(classes) != sorted(folder.classes):
+        return folder
+    position = [classes.index(name) for name in folder.classes]
+    entries = []
+    for entry in folder.entries:
+        indices = tuple(sorted(position[index] for index in entry.classes))  # a multi-label entry's
+        entries.append(SourceEntry(entry.path, indices[0] if indices else position[entry.label], indices))
+    return dataclasses.replace(folder, classes=list(classes), entries=entries,
+                               class_order=class_order(classes))
 
 
 def _image_files(root: str, extensions: tuple[str, ...]) -> list[str]:

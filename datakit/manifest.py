@@ -124,6 +124,10 @@ class Manifest:
         label_kind: ``"single"`` (a class index per record) or ``"multi"`` (a
             multi-hot uint8 vector per record; ``class_counts`` then count the
             records carrying each class).
+        class_order: how ``classes`` were sorted: ``"text"`` (folder names, as
+            ``ImageFolder`` sorts them; and every store written before this
+            field), or ``"numeric"`` (a label file whose labels are all
+            integers). Classes new in an append come after them.
     """
 
     classes: list[str]
@@ -144,6 +148,7 @@ class Manifest:
     unlisted: int = 0
     label_kind: str = "single"
     appends: list[dict[str, Any]] = field(default_factory=list)
+    class_order: str = "text"
 
     @property
     def multi_label(self) -> bool:
@@ -188,6 +193,8 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
                          f"{len(manifest.stats.class_counts)} class counts")
     if manifest.label_kind not in ("single", "multi"):
         raise StoreError(f"{where}: unknown label kind {manifest.label_kind!r} in the manifest")
+    if manifest.class_order not in ("text", "numeric"):
+        raise StoreError(f"{where}: unknown class order {manifest.class_order!r} in the manifest")
     if manifest.multi_label and manifest.format_version < MULTI_LABEL_VERSION:
         raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
                          f"or later, not {manifest.format_version}")
@@ -212,7 +219,8 @@ _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[in
 
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
-                          "quality", "label_file", "unlisted", "label_kind", "appends"})
+                          "quality", "label_file", "unlisted", "label_kind", "appends",
+                          "class_order"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")

@@ -10,18 +10,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from datakit.downscale import DEFAULT_QUALITY
-from datakit.errors import DatakitWarning
 from datakit.images import BadImage, read_source_image
 from datakit.readers import ReaderPool
 from datakit.records import PayloadKind, seal_record
 from datakit.source import SourceEntry
 
-__all__ = ["ReadOptions", "ReadOutcome", "read_images"]
+__all__ = ["ReadOptions", "ReadOutcome", "read_images", "usable_cpus", "too_many_readers"]
 
 CHUNK = 16
 """Source files per task sent to a reader process."""
@@ -57,11 +55,25 @@ class ReadOutcome:
     downscaled: bool = False
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity; a container's share, not the machine's count)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def too_many_readers(workers: int, files: int) -> str | None:
+    """The warning for more reader processes than usable CPUs, or ``None``.
+
+    The caller warns (:func:`datakit.convert`, so that the warning names its
+    caller's line): ``read_images`` runs as a generator, at no line of the user's.
+    """
+    cpus = usable_cpus()
+    if workers <= cpus or files <= CHUNK:  # a few files are read in this process
+        return None
+    return (f"{workers} reader processes for {cpus} usable CPU(s): the extra ones only compete for them, "
+            "so the conversion gets no faster (the default is one per CPU)")
 
 
 def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
@@ -74,11 +86,6 @@ def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
         for chunk in chunks:
             yield from read_chunk(chunk)
         return
-    cpus = _usable_cpus()
-    if workers > cpus:
-        warnings.warn(f"{workers} reader processes for {cpus} usable CPU(s): the extra ones only compete "
-                      "for them, so the conversion gets no faster (the default is one per CPU)",
-                      DatakitWarning, stacklevel=3)
     for outcomes in ReaderPool(read_chunk, workers).map(chunks):
         yield from outcomes
 

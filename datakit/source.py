@@ -11,9 +11,14 @@ names ending, in any case, in one of :data:`IMG_EXTENSIONS`, plus any
 extensions the caller adds.
 
 Two deliberate differences, both where ``ImageFolder`` would go wrong: a
-symlink back to a folder it lies in is not followed (``ImageFolder`` recurses
-until the OS refuses the path), and a folder that cannot be read is reported
-in :attr:`SourceFolder.unreadable` instead of being left out without a word.
+symlink to a folder that contains it (its own folder, the root, or above) is
+not followed but listed in :attr:`SourceFolder.loops` (``ImageFolder`` walks
+``cat/loop -> ..`` into every other class, storing their images again under
+``cat``, and recurses until the OS refuses the path); and a folder that
+cannot be read is reported in :attr:`SourceFolder.unreadable` instead of
+being left out without a word. A hidden class folder (``.ipynb_checkpoints``)
+is a class, as in ``ImageFolder``; :meth:`SourceFolder.hidden_classes` names
+them, so that the conversion can warn.
 
 The scan is deterministic, which is what lets ``--resume`` continue a
 conversion; :data:`SCAN_RULES` names these rules in a resumable store, and
@@ -34,6 +39,7 @@ __all__ = [
     "SCAN_RULES",
     "SourceEntry",
     "UnreadableFolder",
+    "SymlinkLoop",
     "SourceFolder",
     "normalise_extensions",
     "scan_rules",
@@ -76,6 +82,21 @@ class UnreadableFolder:
     reason: str
 
 
+@dataclass(frozen=True)
+class SymlinkLoop:
+    """A symlinked folder not followed, since it leads to a folder that contains it: walking it
+    would find the same images again (under another class) and never end.
+
+    Attributes:
+        path: the link, relative to the root, ``/``-separated.
+        target: the folder it leads to: relative to the root (``.`` for the
+            root itself) when inside it, else absolute.
+    """
+
+    path: str
+    target: str
+
+
 @dataclass
 class SourceFolder:
     """The result of a scan.
@@ -88,6 +109,11 @@ class SourceFolder:
             class directory; reported, never converted.
         unreadable: folders that could not be listed; reported as skipped.
         extensions: the extensions taken, ``IMG_EXTENSIONS`` first.
+        loops: symlinked folders not followed (:class:`SymlinkLoop`), by path;
+            reported as skipped.
+        class_order: how ``classes`` are sorted: ``"text"`` (``ImageFolder``'s
+            sort of folder names), or ``"numeric"`` (a label file whose labels
+            are all integers, :mod:`datakit.labelfile`).
     """
 
     root: str
@@ -96,6 +122,13 @@ class SourceFolder:
     ignored: list[str] = field(default_factory=list)
     unreadable: list[UnreadableFolder] = field(default_factory=list)
     extensions: tuple[str, ...] = IMG_EXTENSIONS
+    loops: list[SymlinkLoop] = field(default_factory=list)
+    class_order: str = "text"
+
+    def hidden_classes(self) -> list[str]:
+        """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to
+        ``ImageFolder`` too, though they are rarely meant as one."""
+        return [name for name in self.classes if name.startswith(".")]
 
     def empty_classes(self) -> list[str]:
         """Classes with no image at all (kept, so labels match ``ImageFolder``), leaving
@@ -153,8 +186,9 @@ def scan_folder(root: str | os.PathLike[str], extensions: Iterable[str] = ()) ->
     ignored = [item.name for item in top if not item.is_dir()]
     entries: list[SourceEntry] = []
     unreadable: list[UnreadableFolder] = []
+    loops: list[SymlinkLoop] = []
     for label, name in enumerate(classes):
-        for relative in _walk_files(root, name, unreadable):
+        for relative in _walk_files(root, name, unreadable, loops):
             if relative.lower().endswith(taken):
                 entries.append(SourceEntry(relative, label))
             else:
@@ -165,18 +199,22 @@ def scan_folder(root: str | os.PathLike[str], extensions: Iterable[str] = ()) ->
             f"no images found in {root}: expected class folders like {root}/<class>/<image> "
             f"with extensions {', '.join(taken)}{problem}"
         )
-    return SourceFolder(root, classes, entries, ignored, unreadable, taken)
+    return SourceFolder(root, classes, entries, ignored, unreadable, taken,
+                        sorted(loops, key=lambda loop: loop.path))
 
 
-def _walk_files(root: str, class_name: str, unreadable: list[UnreadableFolder]) -> Iterator[str]:
+def _walk_files(root: str, class_name: str, unreadable: list[UnreadableFolder],
+                loops: list[SymlinkLoop]) -> Iterator[str]:
     """Relative paths of every file under ``root/class_name``, in ``ImageFolder``'s order.
 
     That is ``sorted(os.walk(..., followlinks=True))`` with each folder's files
-    sorted, except that a symlink to a folder it lies in is not entered. A folder
-    that cannot be listed is added to ``unreadable``.
+    sorted, except that a symlink to a folder containing it (one on the walk from
+    the root down to it, or above the root) is not entered but added to ``loops``.
+    A folder that cannot be listed is added to ``unreadable``.
     """
     top = os.path.join(root, class_name)
-    chains: dict[str, frozenset[str]] = {}  # folder -> real paths of it and the folders above it
+    real_root = os.path.realpath(root)
+    chains: dict[str, tuple[str, ...]] = {}  # folder -> real paths of the folders above it, root first
     found: list[tuple[str, list[str]]] = []
 
     def failed(exc: OSError) -> None:
@@ -184,13 +222,18 @@ def _walk_files(root: str, class_name: str, unreadable: list[UnreadableFolder]) 
         unreadable.append(UnreadableFolder(_relative(where, root), exc.strerror or str(exc)))
 
     for directory, subdirs, files in os.walk(top, onerror=failed, followlinks=True):
-        chain = chains.pop(directory, frozenset()) | {os.path.realpath(directory)}
+        chain = (*chains.pop(directory, (real_root,)), os.path.realpath(directory))
         kept = []
         for name in subdirs:
             path = os.path.join(directory, name)
-            if os.path.realpath(path) not in chain:  # a link back up the tree would loop
-                chains[path] = chain
-                kept.append(name)
+            target = os.path.realpath(path)
+            if any(_contains(target, walked) for walked in chain):  # walking it again would never end
+                inside = _contains(real_root, target)
+                loops.append(SymlinkLoop(_relative(path, root),
+                                         _relative(target, real_root) if inside else target))
+                continue
+            chains[path] = chain
+            kept.append(name)
         subdirs[:] = kept
         found.append((directory, sorted(files)))
     found.sort()
@@ -200,6 +243,11 @@ def _walk_files(root: str, class_name: str, unreadable: list[UnreadableFolder]) 
         prefix = "" if prefix == "." else prefix + "/"
         listed.extend(prefix + name for name in files)
     return iter(listed)
+
+
+def _contains(folder: str, path: str) -> bool:
+    """Whether the real path ``path`` is ``folder`` or lies below it."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _relative(path: str, root: str) -> str:

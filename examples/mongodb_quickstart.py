@@ -1,9 +1,15 @@
 """Pack an image folder into MongoDB, inspect it, and train-style read it back.
 
-Uses the server named by ``DATAKIT_MONGO_URI`` (it must name a database or
-``--database`` must), else the compose service on localhost:
+Uses the server named by ``DATAKIT_MONGO_URI``, else one on localhost:27017;
+a URI that names no database (``mongodb://127.0.0.1:27017``, the form the test
+suite takes) uses the database ``datakit_examples``, or the one ``--database``
+names:
 
-    docker compose up -d mongo
+    export "$(bash scripts/mongo-server.sh start)"   # nx-27017, no Docker (README "MongoDB")
+    python examples/mongodb_quickstart.py
+    bash scripts/mongo-server.sh stop
+
+    docker compose up -d mongo                       # or a real MongoDB in Docker
     python examples/mongodb_quickstart.py
     DATAKIT_MONGO_URI=mongodb://db.example:27017/vision python examples/mongodb_quickstart.py
 """
@@ -14,36 +20,54 @@ import argparse
 import os
 import tempfile
 import time
+from urllib.parse import urlsplit
 
 import datakit
-from datakit.errors import DatakitError
+from datakit.errors import DatakitError, StoreUnavailableError
 from datakit.synthetic import make_image_folder
+
+DEFAULT_DATABASE = "datakit_examples"
+
+
+def database_for(uri: str, given: str | None) -> str | None:
+    """The database to pass: ``given``, else none when the URI names one, else the examples' own."""
+    if given or urlsplit(uri).path.strip("/"):
+        return given
+    return DEFAULT_DATABASE
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--uri", default=os.environ.get("DATAKIT_MONGO_URI",
-                                                        "mongodb://localhost:27017/datakit_examples"))
+                                                        f"mongodb://localhost:27017/{DEFAULT_DATABASE}"))
+    parser.add_argument("--database", default=None,
+                        help=f"database, when the URI names none (default {DEFAULT_DATABASE})")
     parser.add_argument("--collection", default="quickstart")
     parser.add_argument("--images", type=int, default=600)
     args = parser.parse_args()
+    database = database_for(args.uri, args.database)
+    if database is not None and args.database is None:
+        print(f"the URI names no database: using database {database} (--database chooses another)")
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = os.path.join(scratch, "flowers")
         make_image_folder(folder, classes=["daisy", "rose", "tulip"], per_class=args.images // 3,
                           size=(64, 64))
         try:
-            report = datakit.convert(folder, args.uri, collection=args.collection, overwrite=True)
+            report = datakit.convert(folder, args.uri, collection=args.collection, database=database,
+                                     overwrite=True)
+        except StoreUnavailableError as exc:
+            raise SystemExit(f"{exc}\n(start a server with `bash scripts/mongo-server.sh start` or "
+                             "`docker compose up -d mongo`, or point DATAKIT_MONGO_URI at one)") from None
         except DatakitError as exc:
-            raise SystemExit(f"{exc}\n(start a server with `docker compose up -d mongo`, "
-                             "or point DATAKIT_MONGO_URI at one)") from None
+            raise SystemExit(str(exc)) from None
     print(f"converted {report.written} images into {report.destination}")
 
-    summary = datakit.inspect(args.uri, collection=args.collection, verify=True)
+    summary = datakit.inspect(args.uri, collection=args.collection, database=database, verify=True)
     print(f"inspected: {summary['length']} records, classes {summary['class_counts']}, "
           f"verify {'ok' if summary['verify']['ok'] else 'FAILED'}")
 
-    dataset = datakit.MongoDataset(args.uri, args.collection, output="tensor")
+    dataset = datakit.MongoDataset(args.uri, args.collection, database=database, output="tensor")
     loader = datakit.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=2)
     started = time.perf_counter()
     seen = sum(len(labels) for _, labels in loader)  # one $in query per batch, a client per worker

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import datakit
 from datakit.cli import cli
-from datakit.errors import ConversionError
+from datakit.errors import ConversionError, StoreNotFoundError
 from datakit.stores import resolve_store
 from datakit.synthetic import make_image_folder
 from tests.conftest import source_files
@@ -220,3 +220,78 @@ def test_the_cli_appends_and_inspect_shows_the_history(tmp_path, fresh_folder):
     assert result.exit_code == 0 and "appended    10 image(s) on " in result.output
     result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(store), "--append", "--overwrite"])
     assert result.exit_code == 2 and "exclude each other" in result.output
+
+
+def cli_location(store: Store) -> list[str]:
+    return [store.location, *(["--collection", store.collection] if store.collection else [])]
+
+
+def error_line(output: str) -> str:
+    """The one line of a refused command, after nothing but its "connecting to" note."""
+    lines = [line for line in output.splitlines() if not line.startswith("connecting to ")]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), output
+    return lines[0]
+
+
+def test_an_append_keeps_the_stores_label_origin_or_is_refused(store, fresh_folder, tmp_path):
+    """A label-file store grown from folder names (or the reverse) would mix two labelling schemes."""
+    names = source_files(fresh_folder)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("path,label\n" + "".join(f"{name},{['indoor', 'outdoor'][index % 2]}\n"
+                                               for index, name in enumerate(names[:6])))
+    more = tmp_path / "more.csv"
+    more.write_text("path,label\n" + "".join(f"{name},indoor\n" for name in names[6:9]))
+    for first, append_labels, has, wanted in ((labels, None, f"the label file {labels}", "labels="),
+                                              (None, more, "its class folders", "without labels")):
+        store.convert(fresh_folder, labels=first, overwrite=True)
+        before = store.records()
+        with pytest.raises(ConversionError, match="takes its labels from") as refused:
+            store.convert(fresh_folder, labels=append_labels, append=True)
+        assert has in str(refused.value) and wanted in str(refused.value), refused.value
+        arguments = ["convert", str(fresh_folder), *cli_location(store), "--append", "-j", "1"]
+        if append_labels:
+            arguments += ["--labels", str(append_labels)]
+        result = CliRunner().invoke(cli, arguments)
+        assert result.exit_code == 1, result.output
+        line = error_line(result.output)
+        assert has in line and "--labels" in line and "labels=" not in line
+        summary = datakit.inspect(store.location, collection=store.collection)
+        assert summary["appends"] == [] and not summary["being_written"]  # nothing was written
+        assert summary["classes"] == (["indoor", "outdoor"] if first else ["bird", "cat", "dog"])
+        assert store.records() == before
+
+
+def test_skipped_files_are_counted_once_across_a_conversion_and_its_appends(store, fresh_folder):
+    for index in range(3):
+        (fresh_folder / "cat" / f"broken_{index}.jpg").write_bytes(b"not a jpeg at all")
+    (fresh_folder / "cat" / "notes.txt").write_text("not an image")
+    store.convert(fresh_folder)
+    grow(fresh_folder)
+    assert store.convert(fresh_folder, append=True).written == 10
+    summary = datakit.inspect(store.location, collection=store.collection, skipped=True)
+    listed = [(item["path"], item["reason"]) for item in summary["skipped_files"]]
+    assert summary["skipped"] == 3
+    assert sorted(path for path, reason in listed if not reason.startswith("ignored")) == [
+        f"cat/broken_{index}.jpg" for index in range(3)]
+    assert [path for path, _ in listed].count("cat/notes.txt") == 1
+    good = next(path for path in sorted((fresh_folder / "cat").glob("*.jpg")) if "broken" not in path.name)
+    shutil.copy(good, fresh_folder / "cat" / "broken_0.jpg")  # mended since: the next append stores it
+    assert store.convert(fresh_folder, append=True).written == 1
+    summary = datakit.inspect(store.location, collection=store.collection, skipped=True)
+    assert summary["skipped"] == 2
+    assert "cat/broken_0.jpg" not in [item["path"] for item in summary["skipped_files"]]
+    result = CliRunner().invoke(cli, ["inspect", *cli_location(store), "--skipped"])
+    assert result.exit_code == 0 and "35 (2 source file(s) skipped)" in result.output, result.output
+    assert result.output.count("broken_1.jpg") == 1
+
+
+def test_an_append_to_no_store_is_refused_and_creates_nothing(store, fresh_folder, tmp_path):
+    with pytest.raises(StoreNotFoundError, match="to append to; drop append=True to create one"):
+        store.convert(fresh_folder, append=True)
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), *cli_location(store), "--append"])
+    assert result.exit_code == 1, result.output
+    line = error_line(result.output)
+    assert f"no store at {store.location}" in line and "drop --append to create one" in line
+    with pytest.raises(StoreNotFoundError):
+        datakit.inspect(store.location, collection=store.collection)
+    assert os.listdir(tmp_path) == ["animals"]  # not even an empty folder named after the typo

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner
 
 import datakit
 from datakit.cli import cli
+from datakit.errors import StoreError
 from tests.conftest import CLASSES, PER_CLASS
+from tests.helpers import kill_conversion_at
 
 GOOD = len(CLASSES) * PER_CLASS
 
@@ -87,6 +94,37 @@ def test_unexpected_errors_are_one_line_unless_debug(lmdb_store, monkeypatch):
     assert result.exit_code == 1 and "bug in datakit" in result.output and "--debug" in result.output
     debug = CliRunner().invoke(cli, ["--debug", "inspect", str(lmdb_store)])
     assert isinstance(debug.exception, ZeroDivisionError)
+
+
+def test_debug_is_taken_after_the_subcommand_too(lmdb_store, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr("datakit.inspection.inspect", broken)
+    debug = CliRunner().invoke(cli, ["inspect", str(lmdb_store), "--debug"])
+    assert isinstance(debug.exception, ZeroDivisionError), debug.output
+    assert "--debug" in run("inspect", "--help").output
+
+
+@pytest.mark.parametrize(("command", "interrupted", "expected"), [
+    (["convert", "{folder}", "{tmp}/s"], "datakit.conversion.convert",
+     "conversion interrupted; rerun the same command with --resume to finish it"),
+    (["export", "{store}", "{tmp}/out"], "datakit.exporting.export",
+     "export interrupted; {tmp}/out is unfinished: rerun the same command with --resume to finish it"),
+    (["inspect", "{store}", "--verify"], "datakit.inspection.inspect",
+     "verification interrupted; nothing was changed"),
+    (["inspect", "{store}"], "datakit.inspection.inspect", "inspect interrupted; nothing was changed"),
+    (["bench", "{store}", "--quiet"], "datakit.benchmark.run_benchmark", "benchmark interrupted"),
+], ids=["convert", "export", "verify", "inspect", "bench"])
+def test_ctrl_c_says_what_the_interrupted_command_leaves(image_folder, lmdb_store, tmp_path, monkeypatch,
+                                                        command, interrupted, expected):
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(interrupted, ctrl_c)
+    places = {"folder": image_folder, "store": lmdb_store, "tmp": tmp_path}
+    result = run(*(argument.format(**places) for argument in command))
+    assert (result.exit_code, result.output) == (130, expected.format(**places) + "\n")
 
 
 @pytest.mark.integration
@@ -173,3 +211,122 @@ def test_bench_on_photos_of_mixed_sizes_runs_the_train_pipeline_without_options(
     assert summary["settings"]["pipeline"] == "val" and summary["baseline"]
     for loader in summary["loaders"].values():
         assert loader["runs"][0]["samples"] == 12
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` and that multiprocessing spawned (not its resource
+    tracker), from /proc (``/proc/PID/task/TID/children`` needs a kernel option)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stream:
+                    parent = int(stream.read().rpartition(")")[2].split()[1])
+                with open(f"/proc/{entry}/cmdline") as stream:
+                    spawned = "spawn_main" in stream.read()
+            except OSError:  # gone meanwhile
+                continue
+            if parent == pid and spawned:
+                found.append(int(entry))
+    return found
+
+
+def _catches_sigint(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as stream:
+        caught = next(line for line in stream if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) >> (signal.SIGINT - 1) & 1)
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` (a state of other processes, which nothing announces) until it holds."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("to_group", [True, False], ids=["process-group", "parent-only"])
+def test_ctrl_c_in_bench_prints_one_line_and_the_run_stops_quietly(lmdb_store, to_group):
+    command = [sys.executable, "-m", "datakit", "bench", str(lmdb_store), "--repeats", "1", "--epochs",
+               "100000", "--workers", "1", "--batch-size", "1", "--quiet"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as bench:
+        try:
+            _wait_for(lambda: bool(_spawned_children(bench.pid)), "the benchmark's run process")
+            run_process = _spawned_children(bench.pid)[0]
+            _wait_for(lambda: _catches_sigint(bench.pid), "datakit bench to catch SIGINT")
+            _wait_for(lambda: bool(_spawned_children(run_process)), "the run's loader worker")
+            if to_group:  # Ctrl-C at a terminal
+                os.killpg(bench.pid, signal.SIGINT)
+            else:
+                os.kill(bench.pid, signal.SIGINT)
+            stdout, stderr = bench.communicate(timeout=60)  # until every process holding stderr is gone
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(bench.pid, signal.SIGKILL)
+    assert (bench.returncode, stdout, stderr) == (130, "", "benchmark interrupted\n")
+    assert not os.path.exists(f"/proc/{run_process}")
+
+
+def test_inspect_says_what_a_path_that_holds_no_store_is(lmdb_store, tmp_path):
+    inside = run("inspect", lmdb_store / "data.mdb")
+    assert inside.exit_code == 1 and inside.output.count("\n") == 1, inside.output
+    assert f"{lmdb_store / 'data.mdb'} is a file inside the store {lmdb_store}" in inside.output
+    assert f"datakit inspect {lmdb_store}" in inside.output
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    expected = {tmp_path / "notes.txt": "is a file, not a datakit store",
+                tmp_path / "empty": "is an empty folder, not a datakit store",
+                tmp_path / "photos": "is a folder without a datakit store in it (no data.mdb)",
+                tmp_path / "missing": "no store at"}
+    for path, message in expected.items():
+        result = run("inspect", path)
+        assert result.exit_code == 1 and f"{path}" in result.output, result.output
+        assert message in result.output, result.output
+    assert "it has no data.mdb" not in inside.output + run("inspect", tmp_path / "notes.txt").output
+    with pytest.raises(StoreError, match="inside the store"):
+        datakit.LMDBDataset(lmdb_store / "lock.mdb")
+
+
+@pytest.mark.integration
+def test_bench_says_in_its_result_what_torch_ran_and_what_samples_per_second_counts(tmp_path):
+    """Without torchvision, torch's loader runs datakit.vision's operations unfused: the result says
+    so (text and --json), as it says when samples/s includes the start-up of a single epoch."""
+    from datakit.synthetic import make_photo_folder
+
+    make_photo_folder(tmp_path / "photos", images=8, classes=2, sides=(60, 90))
+    datakit.convert(tmp_path / "photos", tmp_path / "photos.lmdb", workers=1)
+    hidden = tmp_path / "hidden" / "torchvision"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text('raise ImportError("torchvision hidden by this test")\n')
+    path = os.pathsep.join([str(hidden.parent), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    command = [sys.executable, "-m", "datakit", "bench", str(tmp_path / "photos.lmdb"), "--repeats", "1",
+               "--workers", "0", "--batch-size", "4"]
+    text = subprocess.run([*command, "--epochs", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert text.returncode == 0, text.stderr
+    table_and_after = text.stdout[text.stdout.index("samples/s"):]
+    why = "torchvision does not import here (ImportError: torchvision hidden by this test)"
+    assert why in table_and_after
+    assert "datakit.vision's operations unfused" in table_and_after
+    assert "over the only epoch, worker start-up and the first batch included" in table_and_after
+    as_json = subprocess.run([*command, "--epochs", "2", "--json"], capture_output=True, text=True, env=env,
+                             timeout=120)
+    summary = json.loads(as_json.stdout)
+    assert summary["baseline_is_torchvision"] is False and "torchvision hidden" in summary["baseline_note"]
+    assert summary["samples_per_second_counts"] == "epochs 2 to 2 (after the first)"
+
+
+def test_inspect_of_an_incomplete_store_exits_3_so_scripts_notice(fresh_folder, tmp_path):
+    kill_conversion_at(fresh_folder, tmp_path / "s", stop_at=7, workers=1)
+    text = run("inspect", tmp_path / "s")
+    assert text.exit_code == 3 and "INCOMPLETE" in text.output, text.output
+    as_json = run("inspect", tmp_path / "s", "--json")
+    assert as_json.exit_code == 3 and json.loads(as_json.output)["complete"] is False
+    quiet = run("inspect", tmp_path / "s", "--quiet")
+    assert (quiet.exit_code, quiet.output) == (3, "")
+    assert "3 when the store is incomplete" in " ".join(run("inspect", "--help").output.split())
+    datakit.convert(fresh_folder, tmp_path / "s", resume=True, workers=1)
+    assert run("inspect", tmp_path / "s").exit_code == 0

@@ -38,3 +38,11 @@ def test_resume_training_ends_with_identical_weights(tmp_path):
     output = run_example("resume_training.py", "--root", str(tmp_path))
     assert "killed at step 23" in output and "resumed at step 20" in output
     assert output.rstrip().endswith("identical")
+
+
+@pytest.mark.integration
+def test_mongodb_quickstart_takes_the_uri_form_the_tests_use(mongo_uri):
+    """``DATAKIT_MONGO_URI=mongodb://HOST:PORT`` (no database, as for the test suite) works as it is."""
+    output = run_example("mongodb_quickstart.py", "--images", "30", env={"DATAKIT_MONGO_URI": mongo_uri})
+    assert "converted 30 images" in output and "database datakit_examples" in output
+    assert "verify ok" in output and "read one epoch: 30" in output

@@ -150,7 +150,7 @@ def test_resume_with_another_exif_transpose_is_refused(phone_folder, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         datakit.convert(phone_folder, dest, exif_transpose=True, workers=1, commit_every=2,
                         progress=interrupt)
-    with pytest.raises(ConversionError, match="--exif-transpose"):
+    with pytest.raises(ConversionError, match="exif_transpose"):
         datakit.convert(phone_folder, dest, resume=True, workers=1)
     report = datakit.convert(phone_folder, dest, resume=True, exif_transpose=True, workers=1)
     assert report.total == len(files(phone_folder))

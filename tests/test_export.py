@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,8 +14,10 @@ from click.testing import CliRunner
 from PIL import Image
 
 import datakit
+from datakit import export_folder
 from datakit.cli import cli
 from datakit.errors import CorruptRecordError, ExportError
+from datakit.records import decode_record
 from datakit.stores import resolve_store
 from tests.conftest import source_files
 
@@ -93,3 +99,77 @@ def test_the_cli_exports_and_counts(lmdb_store, tmp_path):
     assert "exported 24 images" in result.output and "every checksum verified" in result.output
     result = CliRunner().invoke(cli, ["export", str(lmdb_store), str(tmp_path / "j"), "--json"])
     assert json.loads(result.output)["written"] == 24
+
+
+PAUSING_EXPORT = """
+import sys, datakit
+stop_at = int(sys.argv[3])
+def progress(done, total):
+    if done == stop_at:
+        print("paused", flush=True)
+        sys.stdin.readline()  # blocks until the test kills this process
+datakit.export(sys.argv[1], sys.argv[2], progress=progress)
+print("finished", flush=True)
+"""
+
+
+def kill_export_at(store: Path, directory: Path, stop_at: int, kill: signal.Signals) -> None:
+    """Run an export in a real process and kill it with ``kill`` after ``stop_at`` files."""
+    with subprocess.Popen([sys.executable, "-c", PAUSING_EXPORT, str(store), str(directory), str(stop_at)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "paused"
+            process.send_signal(kill)
+            assert process.wait(timeout=30) == -kill
+        finally:
+            process.kill()
+
+
+def assert_export_is_the_store(store: Path, directory: Path, image_folder: Path) -> None:
+    """Every file under ``directory`` is one record's bytes, at its source path; nothing else is there."""
+    assert source_files(directory) == source_files(image_folder)
+    with resolve_store(store).open_reader() as reader:
+        paths = reader.source_paths(range(len(reader)))
+        for path, data in zip(paths, reader.get_many(range(len(reader))), strict=True):
+            assert (directory / path).read_bytes() == bytes(decode_record(data, path).payload), path
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_export_is_refused_by_a_plain_rerun_and_finished_by_resume(lmdb_store, image_folder,
+                                                                            tmp_path, kill):
+    out = tmp_path / "out"
+    kill_export_at(lmdb_store, out, stop_at=9, kill=kill)
+    again = CliRunner().invoke(cli, ["export", str(lmdb_store), str(out)])
+    assert again.exit_code == 1 and "Traceback" not in again.output, again.output
+    assert "unfinished export" in again.output and "--resume" in again.output, again.output
+    with pytest.raises(ExportError, match="--resume"):
+        datakit.export(lmdb_store, out)
+    # what a kill during a write, or a power loss, can leave: an empty file, a short one
+    written = [path for path in source_files(out) if not path.startswith(".")]
+    assert len(written) == 9
+    (out / written[0]).write_bytes(b"")
+    (out / written[1]).write_bytes((out / written[1]).read_bytes()[:100])
+    resumed = CliRunner().invoke(cli, ["export", str(lmdb_store), str(out), "--resume", "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    report = json.loads(resumed.output)
+    assert (report["kept"], report["written"], report["rewritten"]) == (7, 17, 2)
+    assert_export_is_the_store(lmdb_store, out, image_folder)
+
+
+@pytest.mark.integration
+def test_resume_finishes_only_an_unfinished_export_of_the_same_store(image_folder, lmdb_store, tmp_path):
+    datakit.export(lmdb_store, tmp_path / "done")
+    with pytest.raises(ExportError, match="nothing to resume"):
+        datakit.export(lmdb_store, tmp_path / "done", resume=True)
+    kill_export_at(lmdb_store, tmp_path / "out", stop_at=5, kill=signal.SIGKILL)
+    datakit.convert(image_folder, tmp_path / "raw.lmdb", format="raw", workers=1)
+    with pytest.raises(ExportError, match="another store"):
+        datakit.export(tmp_path / "raw.lmdb", tmp_path / "out", resume=True)
+    (tmp_path / "out" / "bird" / f"{export_folder.PARTIAL_PREFIX}7").write_bytes(b"half a fi")
+    report = datakit.export(lmdb_store, tmp_path / "out", resume=True)
+    assert (report.kept, report.written, report.resumed) == (5, 19, True)
+    assert_export_is_the_store(lmdb_store, tmp_path / "out", image_folder)  # the leftover is gone
+    fresh = datakit.export(lmdb_store, tmp_path / "new", resume=True)  # nothing there: starts afresh
+    assert (fresh.kept, fresh.written) == (0, 24)

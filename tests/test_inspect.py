@@ -6,9 +6,12 @@ import json
 
 import lmdb
 import numpy as np
+import pytest
+from click.testing import CliRunner
 from PIL import Image
 
 import datakit
+from datakit.cli import cli
 from datakit.manifest import record_key
 from datakit.records import PayloadKind, encode_record
 from tests.conftest import CLASSES, PER_CLASS
@@ -63,3 +66,24 @@ def test_preview_takes_samples_from_every_class():
     chosen = _spread_over_classes(labels, 7)
     assert sorted(set(labels[chosen])) == [0, 1, 2] and len(chosen) == 7
     assert _spread_over_classes(labels[:4], 10) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(("name", "expected"), [("sheet.png", "PNG"), ("sheet.jpg", "JPEG"),
+                                                ("sheet.JPEG", "JPEG"), ("sheet.webp", "WEBP")])
+def test_preview_is_written_in_the_format_its_extension_names(lmdb_store, tmp_path, name, expected):
+    summary = datakit.inspect(lmdb_store, preview=tmp_path / name, preview_count=4)
+    with Image.open(summary["preview"]) as sheet:
+        assert sheet.format == expected
+    result = CliRunner().invoke(cli, ["inspect", str(lmdb_store), "--preview", str(tmp_path / f"cli-{name}")])
+    assert result.exit_code == 0, result.output
+    with Image.open(tmp_path / f"cli-{name}") as sheet:
+        assert sheet.format == expected
+
+
+def test_a_preview_extension_that_names_no_format_is_a_usage_error(lmdb_store, tmp_path):
+    result = CliRunner().invoke(cli, ["inspect", str(lmdb_store), "--preview", str(tmp_path / "sheet.gif")])
+    assert result.exit_code == 2 and "sheet.gif" in result.output, result.output
+    assert ".png, .jpg, .jpeg or .webp" in result.output and "Traceback" not in result.output
+    with pytest.raises(ValueError, match=r"preview='.*sheet\.gif'.*\.png, \.jpg, \.jpeg or \.webp"):
+        datakit.inspect(lmdb_store, preview=tmp_path / "sheet.gif")
+    assert not (tmp_path / "sheet.gif").exists()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,8 +155,61 @@ def test_a_killed_labelled_conversion_resumes_only_with_the_same_file(fresh_fold
     other = write_csv(tmp_path / "other.csv", list(reversed(rows)))
     with pytest.raises(ConversionError, match="another label file"):
         datakit.convert(fresh_folder, tmp_path / "s", labels=other, resume=True, workers=1)
-    with pytest.raises(ConversionError, match="was started with --labels FILE"):
+    with pytest.raises(ConversionError, match="was started with labels=FILE"):
         datakit.convert(fresh_folder, tmp_path / "s", resume=True, workers=1)
     report = datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, resume=True, workers=1)
     assert report.resumed_from >= 2 and report.total == len(rows)
     assert stored_sources(tmp_path / "s") == [name for name, _ in rows]
+
+
+def test_integer_labels_sort_as_numbers_and_inspect_says_so(fresh_folder, tmp_path):
+    names = _names(fresh_folder)
+    labels = ["10", "2", "0", "9", "2", "10"]
+    label_file = write_csv(tmp_path / "labels.csv", list(zip(names, labels, strict=False)))
+    datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)
+    dataset = datakit.LMDBDataset(tmp_path / "s")
+    assert dataset.classes == ["0", "2", "9", "10"]  # not the text order 0, 10, 2, 9
+    assert dataset.targets.tolist() == [3, 1, 0, 2, 1, 3]
+    assert datakit.inspect(tmp_path / "s")["class_order"] == "numeric"
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path / "s")])
+    assert "classes     4, sorted as numbers (every label is an integer)" in result.output, result.output
+    mixed = write_csv(tmp_path / "mixed.csv", list(zip(names, ["10", "2", "x"], strict=False)))
+    datakit.convert(fresh_folder, tmp_path / "m", labels=mixed, workers=1)
+    assert datakit.LMDBDataset(tmp_path / "m").classes == ["10", "2", "x"]
+    assert datakit.inspect(tmp_path / "m")["class_order"] == "text"
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path / "m")])
+    assert "classes     3, sorted as text" in result.output, result.output
+
+
+TEXT_ORDER_CONVERSION = """
+import json, sys
+import datakit, datakit.labelfile
+# The class order of an earlier datakit: label names sorted as text, integers or not.
+datakit.labelfile.LabelFile.classes = property(lambda self: sorted({n for r in self.rows for n in r.labels}))
+def progress(done, total):
+    if done == 3:
+        print("paused", flush=True)
+        sys.stdin.readline()  # blocks until the test kills this process
+datakit.convert(sys.argv[1], sys.argv[2], labels=sys.argv[3], workers=1, commit_every=1, progress=progress)
+"""
+
+
+def test_a_store_started_with_integer_labels_sorted_as_text_resumes_in_its_own_order(fresh_folder, tmp_path):
+    names = _names(fresh_folder)
+    labels = ["10", "2", "0", "9", "2", "10"]
+    label_file = write_csv(tmp_path / "labels.csv", list(zip(names, labels, strict=False)))
+    command = [sys.executable, "-c", TEXT_ORDER_CONVERSION, str(fresh_folder), str(tmp_path / "s"),
+               str(label_file)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None and process.stdout.readline().strip() == "paused"
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            process.kill()
+    report = datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, resume=True, workers=1)
+    assert report.resumed_from >= 2 and report.total == len(labels)
+    dataset = datakit.LMDBDataset(tmp_path / "s")
+    assert dataset.classes == ["0", "10", "2", "9"]  # the order the store was started in, kept
+    assert [dataset.classes[target] for target in dataset.targets] == labels
+    assert datakit.inspect(tmp_path / "s")["class_order"] == "text"

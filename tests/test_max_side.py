@@ -93,9 +93,9 @@ def test_a_resume_with_other_downscaling_is_refused(mixed_folder, tmp_path):
 
     with pytest.raises(Stop):
         datakit.convert(mixed_folder, store, max_side=300, workers=1, commit_every=1, progress=stop_after_two)
-    with pytest.raises(datakit.errors.ConversionError, match="--max-side 300 --quality 90.*--max-side 200"):
+    with pytest.raises(datakit.errors.ConversionError, match="max_side=300, quality=90.*max_side=200"):
         datakit.convert(mixed_folder, store, max_side=200, resume=True, workers=1)
-    with pytest.raises(datakit.errors.ConversionError, match="no --max-side"):
+    with pytest.raises(datakit.errors.ConversionError, match="max_side=None"):
         datakit.convert(mixed_folder, store, resume=True, workers=1)
     report = datakit.convert(mixed_folder, store, max_side=300, resume=True, workers=1)
     assert report.complete and datakit.LMDBDataset(store).manifest.stats.downscaled == 3

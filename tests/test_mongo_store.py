@@ -265,10 +265,10 @@ def test_resume_is_refused_for_other_settings(location, fresh_folder):
     with pytest.raises(KeyboardInterrupt):
         datakit.convert(fresh_folder, location["uri"], collection=location["collection"], workers=1,
                         commit_every=4, progress=interrupt)
-    with pytest.raises(datakit.errors.ConversionError, match="--format"):
+    with pytest.raises(datakit.errors.ConversionError, match="format="):
         datakit.convert(fresh_folder, location["uri"], collection=location["collection"], resume=True,
                         format="raw")
-    with pytest.raises(DestinationExistsError, match="--resume"):
+    with pytest.raises(DestinationExistsError, match="resume=True"):
         datakit.convert(fresh_folder, location["uri"], collection=location["collection"])
 
 

@@ -122,3 +122,26 @@ def test_a_symlink_loop_is_walked_once_and_siblings_stay_in_imagefolder_order(tm
     (tmp_path / "a" / "sub" / "up").symlink_to(tmp_path / "a")  # a loop: ImageFolder would recurse
     (tmp_path / "a" / "twin").symlink_to(tmp_path / "a" / "sub", target_is_directory=True)
     assert [e.path for e in scan_folder(tmp_path).entries] == ["a/x.png", "a/sub/y.png", "a/twin/y.png"]
+
+
+def test_a_symlink_up_to_the_root_or_above_is_not_followed_and_is_listed(tmp_path):
+    root = tmp_path / "photos"
+    touch_image(root / "cat" / "x.png")
+    touch_image(root / "dog" / "y.png")
+    (root / "cat" / "loop").symlink_to("..")  # ln -s .. photos/cat/loop: ImageFolder stores dog/ under cat
+    (root / "dog" / "deep").mkdir()
+    (root / "dog" / "deep" / "up").symlink_to("../../..")  # above the root: everything again, and more
+    (root / "dog" / "self").symlink_to(".")
+    folder = scan_folder(root)
+    assert [(e.path, e.label) for e in folder.entries] == [("cat/x.png", 0), ("dog/y.png", 1)]
+    assert [(item.path, item.target) for item in folder.loops] == [
+        ("cat/loop", "."), ("dog/deep/up", str(tmp_path)), ("dog/self", "dog")]
+
+
+def test_hidden_folders_are_classes_as_in_imagefolder_and_are_named(tmp_path):
+    touch_image(tmp_path / ".ipynb_checkpoints" / "x-checkpoint.png")
+    touch_image(tmp_path / "cat" / "x.png")
+    touch_image(tmp_path / "cat" / ".cache" / "y.png")
+    folder = scan_folder(tmp_path)
+    assert folder.classes == [".ipynb_checkpoints", "cat"] == imagefolder_samples(tmp_path)[0]
+    assert folder.hidden_classes() == [".ipynb_checkpoints"]

@@ -105,7 +105,7 @@ def test_interrupted_store_is_refused_then_resumed_exactly_once(backend, fresh_f
 def test_existing_store_is_not_clobbered(backend, image_folder, fresh_folder):
     backend.convert(image_folder, workers=1)
     (fresh_folder / "cat" / "00001.jpg").unlink()
-    with pytest.raises(DestinationExistsError, match="--overwrite"):
+    with pytest.raises(DestinationExistsError, match="overwrite=True"):
         backend.convert(fresh_folder, workers=1)
     assert len(backend.dataset()) == GOOD
     backend.convert(fresh_folder, workers=1, overwrite=True)

@@ -84,7 +84,7 @@ def assert_refused(result: subprocess.CompletedProcess[str], where: str, pid: in
 
 
 def assert_being_written(result: subprocess.CompletedProcess[str], pid: int) -> None:
-    assert result.returncode == 0, result
+    assert result.returncode == 3, result  # incomplete (being written): inspect's documented status
     assert "being written" in result.stdout and f"pid {pid} on {HOST}" in result.stdout, result.stdout
     assert "interrupted" not in result.stdout and "--resume" not in result.stdout, result.stdout
 
@@ -117,7 +117,7 @@ def test_lmdb_lock_dies_with_its_process(fresh_folder, tmp_path):
     with held_conversion(fresh_folder, dest, {}, workers=2) as first:  # with forked reader processes
         kill_9(first)
         result = datakit_command("inspect", dest)
-        assert result.returncode == 0 and "interrupted" in result.stdout
+        assert result.returncode == 3 and "interrupted" in result.stdout  # 3: an incomplete store
         assert "being written" not in result.stdout
         resumed = datakit_command("convert", str(fresh_folder), dest, "--resume", "--json")
         assert resumed.returncode == 0, resumed.stderr
@@ -179,6 +179,10 @@ def test_mongo_second_writer_is_refused_and_a_dead_writers_lease_is_taken_over_a
             assert_being_written(datakit_command("inspect", *where_options), first.pid)
             kill_9(first)
 
+        # As if the dead writer ran on another host, where its pid cannot be asked after: the lease
+        # holds until it expires.
+        lease.meta.update_one({"_id": lease.id}, {"$set": {"host": "another-host"}})
+        where_held = f"pid {first.pid} on another-host"
         expires = lease.document()["expires"]  # fixed now: nobody renews it
         monkeypatch.setenv("DATAKIT_MONGO_LEASE_SECONDS", "3")
         taken: list[dict[str, Any]] = []
@@ -194,13 +198,38 @@ def test_mongo_second_writer_is_refused_and_a_dead_writers_lease_is_taken_over_a
                                          progress=note_lease)
                 break
             except StoreBusyError as exc:
-                assert f"a conversion into {where} is running (pid {first.pid} on {HOST})" in str(exc)
+                assert f"a conversion into {where} is running ({where_held})" in str(exc)
             assert time.monotonic() < deadline, "the dead writer's lease was never taken over"
             time.sleep(0.2)
         # Taken over only once expired, by the server's clock.
         assert taken[0]["pid"] == os.getpid() and taken[0]["acquired"] >= expires
         assert (report.resumed_from, report.total) == (10, GOOD)
         assert lease.document() is None  # released when the conversion ended
+    finally:
+        lease.client.close()
+    assert_every_image_once(datakit.MongoDataset(uri, collection, output="bytes"), fresh_folder)
+
+
+def test_mongo_resume_takes_over_at_once_from_a_killed_writer_on_this_host(fresh_folder,
+                                                                          mongo_store_location):
+    """A ``kill -9``'d writer on this host holds its lease no longer than its process lives: its pid
+    is asked after, so ``--resume`` need not wait out the lease (a minute by default)."""
+    location = mongo_store_location
+    uri, collection = location["uri"], location["collection"]
+    lease = Lease(location)
+    try:
+        with held_conversion(fresh_folder, uri, {"collection": collection}) as first:
+            kill_9(first)
+        held = lease.document()
+        assert held["pid"] == first.pid and held["expires"] > lease.server_ms() + 20_000  # unexpired
+        summary = datakit.inspect(uri, collection=collection)
+        assert not summary["being_written"] and not summary["complete"]  # interrupted, not being written
+        report = datakit.convert(fresh_folder, uri, collection=collection, workers=1, resume=True)
+        assert (report.resumed_from, report.total) == (10, GOOD)
+        # A holder whose process lives (here: this one) is still waited for.
+        lease.meta.insert_one({**held, "pid": os.getpid(), "owner": "someone else"})
+        with pytest.raises(StoreBusyError, match=f"pid {os.getpid()} on {HOST}"):
+            datakit.convert(fresh_folder, uri, collection=collection, workers=1, overwrite=True)
     finally:
         lease.client.close()
     assert_every_image_once(datakit.MongoDataset(uri, collection, output="bytes"), fresh_folder)

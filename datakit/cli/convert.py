@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import DatakitCommand
 from datakit.cli._options import UserPath, output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
@@ -29,7 +30,7 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
-@click.command("convert")
+@click.command("convert", cls=DatakitCommand)
 @click.argument("src", type=UserPath(exists=True, file_okay=False, readable=True))
 @click.argument("dest")
 @store_options
@@ -52,7 +53,8 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--resume", is_flag=True, help="Finish an interrupted conversion (or append) into DEST.")
 @click.option("--append", is_flag=True,
               help="Add to the complete store DEST the images under SRC (or in --labels) that it does not "
-                   "hold yet, by relative path; its records never change, new classes go last.")
+                   "hold yet, by relative path; its records never change, new classes go last. The labels "
+                   "come from where DEST's came from: class folders, or a label file (--labels).")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file or folder was skipped.")
 @click.option("--exif-transpose", is_flag=True,
@@ -131,7 +133,7 @@ def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
     lines: list[str] = []
     skipped = report["skipped"]
     if skipped:
-        folders = any(item["reason"].startswith("folder not readable") for item in skipped)
+        folders = any(item["reason"].startswith("folder not ") for item in skipped)  # unreadable, a loop
         lines.append(f"skipped {len(skipped)} {'file(s) and folder(s)' if folders else 'file(s)'}:")
         lines.extend(f"  {os.path.join(report['source'], item['path'])}: {item['reason']}"
                      for item in skipped[:_SHOWN_SKIPS])

@@ -6,18 +6,22 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import DatakitCommand
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
 __all__ = ["export_command"]
 
 
-@click.command("export")
+@click.command("export", cls=DatakitCommand)
 @click.argument("store")
 @click.argument("directory", metavar="DIR")
 @store_options
+@click.option("--resume", is_flag=True,
+              help="Finish an interrupted export into DIR: files already there are compared with their "
+                   "records, and a short or different one is written again.")
 @output_options
-def export_command(store: str, directory: str, backend_options: dict[str, str], as_json: bool,
+def export_command(store: str, directory: str, backend_options: dict[str, str], resume: bool, as_json: bool,
                    quiet: bool) -> None:
     """Write every record of STORE back as DIR/<its original relative path>.
 
@@ -25,7 +29,9 @@ def export_command(store: str, directory: str, backend_options: dict[str, str], 
     gives the same records), raw ones as PNG. When the labels are not the
     class folders' names (--labels, multi-label stores) DIR/labels.csv or
     DIR/labels.jsonl holds them. DIR must be empty or missing; every checksum
-    is verified on the way.
+    is verified on the way. Until the export is finished DIR carries the
+    marker file .datakit-export-unfinished: an interrupted export (Ctrl-C, a
+    kill, a power loss) is finished with --resume.
     """
     from datakit.exporting import export
     from datakit.stores import resolve_store
@@ -35,14 +41,20 @@ def export_command(store: str, directory: str, backend_options: dict[str, str], 
     server = spec.server()
     if server is not None:
         output.note(f"connecting to {server} ...")
-    report = export(spec, directory)
+    with output.progress("exporting") as progress:
+        report = export(spec, directory, resume=resume, progress=progress)
     output.result(report.to_dict(), _render)
 
 
 def _render(report: dict[str, Any]) -> str:
-    lines = [f"exported {report['written']} images ({human_bytes(report['total_bytes'])}) from "
+    total = report["written"] + report["kept"]
+    lines = [f"exported {total} images ({human_bytes(report['total_bytes'])}) from "
              f"{report['store']} to {report['directory']} in {report['seconds']:.2f} s, "
              "every checksum verified"]
+    if report["resumed"]:
+        lines.append(f"resumed: {report['kept']} file(s) already there matched their records and were kept; "
+                     f"{report['written']} written ({report['rewritten']} of them rewritten: short or "
+                     "different)")
     if report["label_file"]:
         lines.append(f"labels in {report['label_file']} (datakit convert {report['directory']} DEST "
                      f"--labels {report['label_file']})")

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from datakit.cli._errors import INCOMPLETE, DatakitCommand
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
@@ -14,12 +15,26 @@ __all__ = ["inspect_command"]
 _SHOWN_BAD = 50
 
 
-@click.command("inspect")
+def _check_preview(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An extension that names no format is a usage error, found before the store is read."""
+    from datakit.inspection import preview_format
+
+    if value is not None:
+        try:
+            preview_format(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+@click.command("inspect", cls=DatakitCommand)
 @click.argument("store")
 @store_options
 @click.option("--verify", is_flag=True, help="Check every checksum and decode every image.")
-@click.option("--preview", type=click.Path(dir_okay=False, writable=True), metavar="FILE.png",
-              help="Write a labelled grid of sample thumbnails.")
+@click.option("--preview", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              callback=_check_preview,
+              help="Write a labelled grid of sample thumbnails, as PNG, JPEG or WebP by FILE's extension "
+                   "(.png, .jpg, .jpeg, .webp).")
 @click.option("--preview-count", type=click.IntRange(min=1), default=36, show_default=True,
               help="Samples on the preview sheet.")
 @click.option("--skipped", "list_skipped", is_flag=True,
@@ -29,7 +44,10 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
                     preview_count: int, list_skipped: bool, as_json: bool, quiet: bool) -> None:
     """Summarise STORE (a path, or a mongodb:// URI with --collection).
 
-    Exits with status 1 when --verify finds a bad record.
+    Exit status: 0 for a complete store; 1 for an error, or when --verify
+    finds a bad record; 2 for a usage error; 3 when the store is incomplete
+    (its conversion was interrupted, or is still running), after printing
+    the summary, so that scripts notice.
     """
     from datakit.inspection import inspect
     from datakit.stores import resolve_store
@@ -45,23 +63,12 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     bad = summary.get("verify", {}).get("bad")
     if bad:
         raise click.ClickException(f"{len(bad)} bad record(s) in {summary['path']}")
+    if not summary["complete"]:
+        click.get_current_context().exit(INCOMPLETE)  # the summary said so; the status tells scripts
 
 
 def _render(summary: dict[str, Any]) -> str:
-    length = summary["length"]
-    if summary["complete"]:
-        status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
-                  f"by datakit {summary['datakit_version']}")
-        if summary.get("being_written"):
-            status += (f"; BEING WRITTEN: an append by {summary['writer']} is running (readers see the "
-                       "store as it was until it finishes)")
-        records = f"{length} ({summary['skipped']} source file(s) skipped)"
-    elif summary.get("being_written"):
-        status = f"BEING WRITTEN: {summary['problem']}"
-        records = f"{length} committed so far"
-    else:
-        status = f"INCOMPLETE: {summary['problem']}"
-        records = f"{length} committed so far"
+    status, records = _status_and_records(summary)
     lines = [
         f"store       {summary['path']} ({summary['backend']})",
         f"status      {status}",
@@ -83,18 +90,10 @@ def _render(summary: dict[str, Any]) -> str:
     if summary["width_range"]:
         (w0, w1), (h0, h1) = summary["width_range"], summary["height_range"]
         lines.append(f"image size  width {w0}..{w1}, height {h0}..{h1}")
-    notes = []
-    if summary.get("exif_oriented"):
-        how = "stored upright" if summary.get("exif_transpose") else "stored as in the files"
-        notes.append(f"{summary['exif_oriented']} image(s) with an EXIF orientation, {how}")
-    if summary.get("high_bit_depth"):
-        notes.append(f"{summary['high_bit_depth']} 16-bit or float image(s) scaled to 8 bits")
-    if summary.get("max_side"):
-        notes.append(f"--max-side {summary['max_side']} --quality {summary['quality']}: "
-                     f"{summary['downscaled']} image(s) stored downscaled")
+    notes = _image_notes(summary)
     if notes:
         lines.append(f"notes       {'; '.join(notes)}")
-    lines.append(f"classes     {len(summary['classes'])}")
+    lines.append(f"classes     {len(summary['classes'])}{_class_order(summary)}")
     width = max((len(name) for name in summary["classes"]), default=0)
     lines.extend(f"  {name:<{width}}  {count}" for name, count in summary["class_counts"].items())
     if "verify" in summary:
@@ -109,6 +108,46 @@ def _render(summary: dict[str, Any]) -> str:
     if "skipped_files" in summary:
         lines.extend(_render_skipped(summary))
     return "\n".join(lines)
+
+
+def _status_and_records(summary: dict[str, Any]) -> tuple[str, str]:
+    """The ``status`` and ``records`` lines: complete or not, and whether a conversion writes it now."""
+    length = summary["length"]
+    if summary["complete"]:
+        status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
+                  f"by datakit {summary['datakit_version']}")
+        if summary.get("being_written"):
+            status += (f"; BEING WRITTEN: an append by {summary['writer']} is running (readers see the "
+                       "store as it was until it finishes)")
+        return status, f"{length} ({summary['skipped']} source file(s) skipped)"
+    if summary.get("being_written"):
+        return f"BEING WRITTEN: {summary['problem']}", f"{length} committed so far"
+    return f"INCOMPLETE: {summary['problem']}", f"{length} committed so far"
+
+
+def _image_notes(summary: dict[str, Any]) -> list[str]:
+    """What conversion did to some images: EXIF orientation, bit depth, downscaling."""
+    notes = []
+    if summary.get("exif_oriented"):
+        how = "stored upright" if summary.get("exif_transpose") else "stored as in the files"
+        notes.append(f"{summary['exif_oriented']} image(s) with an EXIF orientation, {how}")
+    if summary.get("high_bit_depth"):
+        notes.append(f"{summary['high_bit_depth']} 16-bit or float image(s) scaled to 8 bits")
+    if summary.get("max_side"):
+        notes.append(f"--max-side {summary['max_side']} --quality {summary['quality']}: "
+                     f"{summary['downscaled']} image(s) stored downscaled")
+    return notes
+
+
+def _class_order(summary: dict[str, Any]) -> str:
+    """How the classes are sorted, for a label file's (folder names are always sorted as text)."""
+    if not summary.get("label_file"):
+        return ""
+    if summary.get("class_order") == "numeric":
+        order = ", sorted as numbers (every label is an integer)"
+    else:
+        order = ", sorted as text"
+    return order + (", any classes added by appends last" if summary.get("appends") else "")
 
 
 def _render_skipped(summary: dict[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from datakit.loader.mismatch import size_mismatch
 from datakit.loader.nested import map_nested, rebuild_mapping, rebuild_sequence
 
 __all__ = ["default_collate", "default_convert"]
@@ -91,14 +92,22 @@ def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
         raise RuntimeError(_UNSUPPORTED_TENSORS.format("sparse"))
     if first.layout != torch.strided:
         raise RuntimeError(_UNSUPPORTED_TENSORS.format(str(first.layout).removeprefix("torch.")))
-    out = None
-    if first.device.type == "cpu" and _in_worker_process():
-        # Allocate the result in shared memory so it crosses the process boundary as a handle.
-        numel = sum(item.numel() for item in batch)
-        # import-graph: allow-private: torch's default_collate allocates its shared storage this way
-        storage = first._typed_storage()._new_shared(numel, device=first.device)  # type: ignore[no-untyped-call]
-        out = first.new(storage).resize_(len(batch), *first.shape)
-    return torch.stack(list(batch), 0, out=out)
+    try:
+        out = None
+        if first.device.type == "cpu" and _in_worker_process():
+            # Allocate the result in shared memory so it crosses the process boundary as a handle.
+            numel = sum(item.numel() for item in batch)
+            # import-graph: allow-private: torch's default_collate allocates its shared storage this way
+            storage = first._typed_storage()._new_shared(numel, device=first.device)  # type: ignore[no-untyped-call]
+            out = first.new(storage).resize_(len(batch), *first.shape)
+        return torch.stack(list(batch), 0, out=out)
+    except RuntimeError:
+        # Samples of several sizes (torch's stack error, or the shared storage sized from their total
+        # refusing the first one's shape): say which samples and what to do. Checked only on failure.
+        mismatch = size_mismatch(batch)
+        if mismatch is None:
+            raise
+        raise mismatch from None
 
 
 def _collate_numpy_array(batch: Sequence[np.ndarray]) -> Any:

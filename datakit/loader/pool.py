@@ -13,17 +13,19 @@ import contextlib
 import fcntl
 import multiprocessing
 import multiprocessing.connection
+import os
+import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from datakit.loader import channel
-from datakit.loader.failure import describe_worker_exit
-from datakit.loader.lifeline import ParentLink
+from datakit.loader.fatal import describe_worker_exit
 from datakit.loader.protocol import STOP, Result
 from datakit.loader.worker import WorkerConfig, worker_loop
+from datakit.procs import channel
+from datakit.procs.lifeline import ParentLink
 
-__all__ = ["WorkerPool", "WorkerDiedError"]
+__all__ = ["WorkerPool", "WorkerDiedError", "resolve_context"]
 
 # Linux lets a pipe buffer grow to /proc/sys/fs/pipe-max-size (1 MiB by default). Bigger
 # buffers let a worker send a non-tensor batch, and the main process send a full
@@ -37,6 +39,17 @@ _JOIN_SECONDS = 1.0
 
 class WorkerDiedError(RuntimeError):
     """A worker process exited without being told to."""
+
+
+def resolve_context(context: Any) -> Any:
+    """The multiprocessing context that starts the workers: ``context``, else the default start
+    method, else ``fork`` on Linux (as torch, whatever Python's own default there)."""
+    if context is not None:
+        return context
+    method = multiprocessing.get_start_method(allow_none=True)
+    if method is None and sys.platform.startswith("linux"):
+        method = "fork"
+    return multiprocessing.get_context(method)
 
 
 def _grow_pipe(connection: Connection) -> None:
@@ -60,6 +73,9 @@ class WorkerPool:
         self._processes: list[multiprocessing.process.BaseProcess] = []
         self._retired: set[int] = set()  # told to exit: their exit is not an error
         self._closed = False
+        # The workers are this process's children; a forked copy of the pool (in a child of this
+        # process, such as a worker of torch's DataLoader) must not stop them or join them.
+        self._owner = os.getpid()
         self._turn = 0
         try:
             for worker_id in range(config.num_workers):
@@ -94,6 +110,11 @@ class WorkerPool:
     def pids(self) -> list[int | None]:
         """The workers' process ids."""
         return [process.pid for process in self._processes]
+
+    @property
+    def processes(self) -> list[multiprocessing.process.BaseProcess]:
+        """The workers' ``Process`` objects, in worker order; a new list, so the pool's cannot change."""
+        return list(self._processes)
 
     def send(self, worker_id: int, message: Any) -> None:
         """Sends a message to a worker.
@@ -164,10 +185,19 @@ class WorkerPool:
 
         Workers are asked to stop, given a moment to exit, then terminated and
         finally killed, so no process outlives the pool.
+
+        In a process forked from the pool's owner (which inherits the pool and
+        the finaliser that calls this), only that process's copies of the pipes
+        are closed: the workers, their stop event and their task pipes are the
+        owner's, still in use there.
         """
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._owner:
+            for connection in (*self._result_readers, *self._task_writers):
+                connection.close()
+            return
         self._stop.set()
         for writer in self._task_writers:
             channel.try_send(writer, STOP)

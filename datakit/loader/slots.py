@@ -203,6 +203,9 @@ def _copy_out(rows: torch.Tensor) -> torch.Tensor:
 class SlotFetcher(MapFetcher):
     """A worker's fetcher: :class:`SlotTask` into a slot, anything else the ordinary way.
 
+    A slot task whose ``read_batch_into`` raises ``ValueError`` (a sample of
+    another size than the slot's) is fetched the ordinary way instead.
+
     Args:
         dataset, collate_fn, auto_collation, drop_last: as for :class:`MapFetcher`.
         buffers: the shared slots.
@@ -219,5 +222,12 @@ class SlotFetcher(MapFetcher):
         count = len(indices.indices)
         images = self.buffers.images[indices.slot, :count].numpy()
         labels = self.buffers.labels[indices.slot, :count].numpy()
-        self.dataset.read_batch_into(indices.indices, images, labels)
+        try:
+            self.dataset.read_batch_into(indices.indices, images, labels)
+        except ValueError:
+            # A sample that does not fit the slot (images of mixed sizes; numpy's broadcasting error):
+            # read this batch the ordinary way, which gives it if it can be built and else raises what
+            # default_collate says about mixed sizes (which samples, and what to do). The slot is freed
+            # by whatever answer the task gets.
+            return super().fetch(indices.indices)
         return BatchInSlot(indices.slot, count)

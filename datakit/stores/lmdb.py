@@ -38,9 +38,11 @@ from datakit.errors import (
     CorruptRecordError,
     DestinationExistsError,
     IncompleteStoreError,
+    Spelling,
     StoreBusyError,
     StoreError,
     StoreNotFoundError,
+    option,
 )
 from datakit.manifest import KEY_DIGITS, Manifest, Stats, record_key
 from datakit.stores.base import (
@@ -63,6 +65,7 @@ from datakit.stores.base import (
     stats_fit,
 )
 from datakit.stores.dirlock import LOCK_NAME, DirectoryLock, lock_holder
+from datakit.stores.pathkind import not_a_store_message
 
 __all__ = ["LMDBSpec", "LMDBReader", "LMDBWriter", "make_spec"]
 
@@ -95,10 +98,9 @@ def make_spec(location: str, backend_options: Mapping[str, str] | None = None) -
     options = backend_options or {}
     check_option_names(options, _MONGODB_OPTIONS)
     if any(options.get(name) is not None for name in _MONGODB_OPTIONS):
-        raise StoreError(
-            f"{location!r} is a filesystem path (an LMDB store); --collection and --database "
-            "apply only to mongodb:// URIs"
-        )
+        raise StoreError.advising(
+            "{location!r} is a filesystem path (an LMDB store); {options} apply only to mongodb:// URIs",
+            location=location, options=Spelling("collection and database", "--collection and --database"))
     return LMDBSpec(os.path.abspath(os.path.expanduser(location)))
 
 
@@ -175,8 +177,9 @@ def _encode_source(label: int, source: str) -> bytes:
 
 def _decode_source(value: bytes, key: bytes, path: str) -> tuple[int, str]:
     if len(value) < _LABEL.size:
-        raise StoreError(f"{path}: source entry {key.decode('ascii', 'replace')!r} is truncated "
-                         f"({len(value)} bytes); reconvert with --overwrite")
+        raise StoreError.advising("{path}: source entry {key!r} is truncated ({size} bytes); reconvert with "
+                                  "{overwrite}", path=path, key=key.decode("ascii", "replace"),
+                                  size=len(value), overwrite=option("overwrite"))
     (label,) = _LABEL.unpack_from(value)
     return label, value[_LABEL.size:].decode("utf-8", "surrogateescape")
 
@@ -211,7 +214,7 @@ class LMDBReader(StoreReader):
                 f"no store at {spec.path}; create one with `datakit convert SRC {spec.path}`"
             )
         if not spec.is_lmdb_store():
-            raise StoreError(f"{spec.path} is not a datakit store (it has no data.mdb)")
+            raise StoreError(not_a_store_message(spec.path))
         self._env = _environments.acquire(spec.path)
         self._closed = False
         try:
@@ -410,8 +413,8 @@ class LMDBWriter(StoreWriter):
         state = _parse_progress(progress, path)
         classes = len(state.settings.classes)
         if state.stats.length != len(sources) or not all(0 <= label < classes for label in labels):
-            raise StoreError(f"{path}: the progress entry disagrees with the stored records; "
-                             "reconvert with --overwrite")
+            raise StoreError.advising("{path}: the progress entry disagrees with the stored records; "
+                                      "reconvert with {overwrite}", path=path, overwrite=option("overwrite"))
         state.sources, state.labels = sources, labels
         self._conversion = state.settings
         return state
@@ -419,22 +422,25 @@ class LMDBWriter(StoreWriter):
     def append_state(self) -> AppendState:
         path = self.spec.path
         if not self.spec.is_lmdb_store():
-            raise StoreError(f"{path} is not a datakit store (it has no data.mdb), so there is nothing to "
-                             "append to; convert into it without --append first")
+            raise StoreError.advising("{path} is not a datakit store (it has no data.mdb), so there is "
+                                      "nothing to append to; convert into it without {append} first",
+                                      path=path, append=option("append"))
         env = self._open()
         with env.begin() as txn:
             raw, progress, table = txn.get(_MANIFEST), txn.get(_PROGRESS), txn.get(_LABELS)
             sources, labels = self._read_sources(txn)
         if raw is None:
-            raise StoreError(f"{path} is not a complete store; finish it with --resume before appending")
+            raise StoreError.advising("{path} is not a complete store; finish it with {resume} before "
+                                      "appending", path=path, resume=option("resume"))
         manifest = Manifest.from_json(raw, path)
         interrupted = _parse_progress(progress, path) if progress is not None else None
         length = interrupted.stats.length if interrupted is not None else manifest.length
         classes = len(interrupted.settings.classes if interrupted is not None else manifest.classes)
         if len(sources) != length or not all(0 <= label < classes for label in labels):
             against = "append progress" if interrupted else "manifest"
-            raise StoreError(f"{path}: the stored records disagree with the {against}; "
-                             "reconvert with --overwrite")
+            raise StoreError.advising("{path}: the stored records disagree with the {against}; reconvert "
+                                      "with {overwrite}", path=path, against=against,
+                                      overwrite=option("overwrite"))
         size = label_table_size(manifest)
         return AppendState(manifest, parse_label_table(None if table is None else bytes(table)[:size],
                                                        manifest, path), sources, labels, interrupted)
@@ -552,8 +558,8 @@ class LMDBWriter(StoreWriter):
             except lmdb.MapFullError:
                 env.set_mapsize(env.info()["map_size"] * 2)
             except lmdb.Error as exc:
-                raise StoreError(f"{self.spec.path}: write failed ({exc}); "
-                                 "free space and rerun with --resume") from None
+                raise StoreError.advising("{path}: write failed ({exc}); free space and rerun with {resume}",
+                                          path=self.spec.path, exc=exc, resume=option("resume")) from None
 
 
 def _progress_json(settings: ConversionSettings, stats: Stats) -> bytes:
@@ -567,10 +573,11 @@ def _parse_progress(raw: bytes | None, path: str) -> CommittedState:
         data = None
     settings = ConversionSettings.from_dict(data.get("settings") if isinstance(data, dict) else None)
     if settings is None or not isinstance(data, dict):
-        raise StoreError(f"{path} has no readable conversion progress; reconvert with --overwrite")
+        raise StoreError.advising("{path} has no readable conversion progress; reconvert with {overwrite}",
+                                  path=path, overwrite=option("overwrite"))
     stats = Stats.from_dict(data.get("stats"), path)
     if not stats_fit(stats, settings):
-        raise StoreError(f"{path}: the progress entry's statistics do not fit its settings; "
-                         "reconvert with --overwrite")
+        raise StoreError.advising("{path}: the progress entry's statistics do not fit its settings; "
+                                  "reconvert with {overwrite}", path=path, overwrite=option("overwrite"))
     return CommittedState(settings, stats)
 

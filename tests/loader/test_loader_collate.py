@@ -103,3 +103,43 @@ def test_collate_in_worker_uses_shared_memory():
         collate_fn=lambda batch: datakit.default_collate([torch.tensor([i]) for i in batch]).is_shared(),
     )
     assert list(loader) == [True, True]
+
+
+class MixedSizeImages(tud.Dataset):
+    """Eight 3x4x4 uint8 images, except sample ``odd``, 3x6x4: photos that decode to two sizes."""
+
+    def __init__(self, odd: int) -> None:
+        self.odd = odd
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.zeros(3, 6 if index == self.odd else 4, 4, dtype=torch.uint8), index
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("odd", [0, 2], ids=["first-larger", "later-larger"])
+def test_images_of_mixed_sizes_name_both_and_say_how_to_fix(num_workers, odd):
+    dataset = MixedSizeImages(odd)
+    with pytest.raises(RuntimeError) as theirs:
+        tud.default_collate([dataset[i] for i in range(4)])
+    with pytest.raises(RuntimeError) as ours:
+        next(iter(datakit.DataLoader(dataset, batch_size=4, num_workers=num_workers)))
+    message = str(ours.value)
+    del ours  # its traceback holds the iterator, and so its workers
+    # torch's words first (in a worker too, where the batch is stacked into shared memory), so that
+    # whatever matches torch's error matches this one
+    assert message.startswith(str(theirs.value)), message
+    position = 1 if odd == 0 else 2
+    sizes = ("6x4", "4x4") if odd == 0 else ("4x4", "6x4")
+    assert f"samples 0 and {position} of the batch are {sizes[0]} and {sizes[1]} images" in message
+    assert "transform=datakit.vision.Compose([datakit.vision.RandomResizedCrop(224)" in message
+    assert "datakit.vision.Resize((224, 224))" in message
+
+
+def test_tensors_of_mixed_sizes_that_are_not_images_get_no_image_advice():
+    with pytest.raises(RuntimeError, match=r"^stack expects each tensor to be equal size") as caught:
+        datakit.default_collate([torch.zeros(3), torch.zeros(3), torch.zeros(5)])
+    assert "entry 2" in str(caught.value) and "collate_fn" in str(caught.value)
+    assert "datakit.vision" not in str(caught.value)

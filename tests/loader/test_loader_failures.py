@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from tests.loader._loader_datasets import (
     collate_unpicklable,
     failing_init,
 )
-from tests.loader._loader_helpers import process_gone, wait_until
+from tests.loader._loader_helpers import DEADLINE_SECONDS, process_gone, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -276,6 +277,30 @@ def test_torchs_shutdown_workers_name_stops_persistent_workers():
     loader._iterator._shutdown_workers()
     assert wait_until(lambda: all(process_gone(pid) for pid in pids))
     assert [batch.tolist() for batch in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]  # fresh workers
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_torchs_workers_name_lists_the_worker_processes(persistent):
+    # torch's own tests (and some libraries) read iterator._workers: the worker Process objects
+    iterator = iter(
+        datakit.DataLoader(RangeDataset(40), batch_size=2, num_workers=2, persistent_workers=persistent)
+    )
+    workers = iterator._workers
+    assert all(isinstance(worker, multiprocessing.process.BaseProcess) for worker in workers)
+    assert [worker.pid for worker in workers] == iterator.worker_pids
+    assert all(worker.is_alive() for worker in workers)
+    workers.clear()  # a copy: the iterator's own workers are untouched
+    assert [worker.pid for worker in iterator._workers] == iterator.worker_pids
+    with pytest.raises(AttributeError):
+        iterator._workers = []
+    workers = iterator._workers
+    for position, _ in enumerate(iterator):
+        if position == 3:
+            break
+    del iterator  # as in torch's test_partial_workers: the workers exit, and can be joined
+    for worker in workers:
+        worker.join(DEADLINE_SECONDS)
+        assert not worker.is_alive()
 
 
 def test_persistent_worker_killed_between_epochs():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -173,6 +175,32 @@ def test_invalid_arguments_raise_like_torch(kwargs, error, match):
         datakit.DataLoader(RangeDataset(4), **kwargs)
     with pytest.raises(error):
         tud.DataLoader(RangeDataset(4), **kwargs)
+
+
+def test_prefetch_factor_zero_with_workers_is_refused_when_the_loader_is_built():
+    # torch accepts it here and fails at iter() with an AssertionError naming its iterator class
+    with pytest.raises(ValueError, match=r"^prefetch_factor must be greater than 0 .*prefetch_factor=0"):
+        datakit.DataLoader(RangeDataset(4), num_workers=2, prefetch_factor=0)
+
+
+PREFETCH_SET_LATER = """
+import datakit
+loader = datakit.DataLoader(range(4), num_workers=1)
+loader.prefetch_factor = 0  # not frozen, as in torch
+try:
+    iter(loader)
+except ValueError as error:
+    print(error)
+"""
+
+
+def test_prefetch_factor_set_to_zero_later_is_refused_at_iter_even_under_python_O():
+    # under -O an assert is gone: the check must not be one (nor leave it to the TaskLedger's own error)
+    result = subprocess.run([sys.executable, "-O", "-c", PREFETCH_SET_LATER], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("prefetch_factor must be greater than 0"), result.stdout
+    assert "TaskLedger" not in result.stdout
 
 
 @pytest.mark.parametrize(

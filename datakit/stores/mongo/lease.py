@@ -7,7 +7,13 @@ Nothing on a server notices that a client was killed, so a lease is only good
 until it expires; the writer renews it from a background thread every third
 of its length, and again before each commit. A second writer is refused while
 the lease is current, and takes it over once it has expired: a conversion
-killed with ``kill -9`` blocks its ``--resume`` for one lease length at most.
+killed with ``kill -9`` on another host blocks its ``--resume`` for one lease
+length at most. On the holder's own host there is no need to wait: the lease
+also names the holder's process space (the boot and the pid namespace, so a
+pid means the same process to both), and a writer there whose pid is gone has
+its lease taken over at once. A live process with that pid (one that reused
+it, say) is waited for, as any holder is: mistaking a live writer for a dead
+one would let two conversions write one store.
 
 Times are the server's (``localTime`` of the ``hello`` command), so clients
 on hosts whose clocks disagree still agree on when a lease expires. Every
@@ -32,7 +38,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from datakit.errors import StoreError
+from datakit.errors import StoreError, option
 from datakit.stores.base import WriterIdentity
 from datakit.stores.mongo.connection import MongoConnection
 
@@ -78,9 +84,46 @@ def current_holder(connection: MongoConnection, document: dict[str, Any] | None)
     expires = document.get("expires")
     if not isinstance(expires, (int, float)) or isinstance(expires, bool):
         return None
-    if expires <= server_time_ms(connection):
+    if expires <= server_time_ms(connection) or _died_here(document):
         return None
     return _identity(document)
+
+
+def _process_space() -> str | None:
+    """What makes a pid name the same process to two processes on one host: the boot and the pid
+    namespace (containers sharing a host name may not share pids); ``None`` where unknown."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as stream:
+            boot = stream.read().strip()
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:  # not Linux
+        return None
+
+
+def _died_here(document: dict[str, Any]) -> bool:
+    """Whether the lease's holder ran in this process space (host, boot, pid namespace) and its
+    process is gone. Anything unknown counts as alive."""
+    pid = document.get("pid")
+    if document.get("host") != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool):
+        return False
+    if pid <= 0 or pid == os.getpid() or document.get("space") != _process_space():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, as another user's
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A process that exited and that its parent has not reaped yet (it still has a pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stream:
+            return stream.read().rpartition(")")[2].split()[:1] == ["Z"]
+    except OSError:
+        return False
 
 
 class WriterLease:
@@ -117,8 +160,8 @@ class WriterLease:
         for _ in range(3):  # a lease released or broken between two steps is tried again
             now = server_time_ms(self._connection)
             fields = {"collection": self._collection, "kind": "writer", "owner": self._owner,
-                      "pid": os.getpid(), "host": socket.gethostname(), "acquired": now,
-                      "expires": now + self._length_ms}
+                      "pid": os.getpid(), "host": socket.gethostname(), "space": _process_space(),
+                      "acquired": now, "expires": now + self._length_ms}
             if call(functools.partial(self._insert, {"_id": self._id, **fields})):
                 break
             if call(functools.partial(self._take_over_expired, now, fields)):
@@ -129,7 +172,7 @@ class WriterLease:
             if document.get("owner") == self._owner:  # a retried write of ours had gone through
                 break
             expires = document.get("expires")
-            if not _is_number(expires):  # not a lease datakit wrote: replace it
+            if not _is_number(expires) or _died_here(document):  # not datakit's, or its holder is gone
                 stranger = {"_id": self._id, "owner": document.get("owner")}
                 call(functools.partial(self._meta().delete_one, stranger))
                 continue
@@ -165,11 +208,11 @@ class WriterLease:
         if self._lost is None and not self._renew():
             self._lost = "another conversion took it over"
         if self._lost is not None:
-            raise StoreError(
-                f"this conversion lost its writer lease on {self._collection!r} ({self._lost}, after "
-                f"it went {self._length_ms / 1000:g} s unrenewed); it stopped writing. Let the "
-                "other conversion finish, or stop it and rerun with --resume"
-            )
+            raise StoreError.advising(
+                "this conversion lost its writer lease on {collection!r} ({lost}, after it went "
+                "{seconds:g} s unrenewed); it stopped writing. Let the other conversion finish, or stop it "
+                "and rerun with {resume}", collection=self._collection, lost=self._lost,
+                seconds=self._length_ms / 1000, resume=option("resume"))
 
     def _renew(self) -> bool:
         now = server_time_ms(self._connection)

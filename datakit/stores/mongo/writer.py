@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from datakit.errors import DestinationExistsError, StoreBusyError, StoreError
+from datakit.errors import DestinationExistsError, StoreBusyError, StoreError, option
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.stores.base import (
     AppendState,
@@ -113,9 +113,10 @@ class MongoWriter(StoreWriter):
         held = lease.acquire()
         if held is not None:
             holder, expires_in_ms = held
-            raise StoreBusyError(busy_message(
-                self.spec, holder, f" (if that process is gone, its lease expires in "
-                                   f"{expires_in_ms / 1000:.0f} s, and --resume then takes over)"))
+            raise StoreBusyError.advising(
+                "{busy} (if that process is gone, its lease expires in {seconds:.0f} s, and {resume} then "
+                "takes over)", busy=busy_message(self.spec, holder), seconds=expires_in_ms / 1000,
+                resume=option("resume"))
         self._lease = lease
 
     def running_writer(self) -> WriterIdentity | None:
@@ -187,12 +188,13 @@ class MongoWriter(StoreWriter):
         settings = ConversionSettings.from_dict(progress.get("settings"))
         committed = progress.get("committed")
         if settings is None or not isinstance(committed, int) or progress.get("removing"):
-            raise StoreError(f"{self._where} has no readable conversion progress, so there is "
-                             "nothing to resume; reconvert with --overwrite")
+            raise StoreError.advising("{where} has no readable conversion progress, so there is nothing "
+                                      "to resume; reconvert with {overwrite}", where=self._where,
+                                      overwrite=option("overwrite"))
         stats = Stats.from_dict(progress.get("stats"), self._where)
         if stats.length != committed or not stats_fit(stats, settings):
-            raise StoreError(f"{self._where}: the progress document disagrees with itself; "
-                             "reconvert with --overwrite")
+            raise StoreError.advising("{where}: the progress document disagrees with itself; reconvert "
+                                      "with {overwrite}", where=self._where, overwrite=option("overwrite"))
         sources, labels = self._read_committed(committed, len(settings.classes))
         state = CommittedState(settings, stats, sources, labels)
         self._conversion = settings
@@ -204,8 +206,9 @@ class MongoWriter(StoreWriter):
         document = self._find_meta(manifest_id(collection))
         raw = document.get("manifest") if document is not None else None
         if not isinstance(raw, str):
-            raise StoreError(f"{self._where} is not a complete store; convert into it (or finish it with "
-                             "--resume) before appending")
+            raise StoreError.advising("{where} is not a complete store; convert into it (or finish it "
+                                      "with {resume}) before appending", where=self._where,
+                                      resume=option("resume"))
         manifest = Manifest.from_json(raw.encode("utf-8"), self._where)
         progress = self._find_meta(progress_id(collection))
         interrupted = None
@@ -214,11 +217,13 @@ class MongoWriter(StoreWriter):
             settings = ConversionSettings.from_dict(progress.get("settings"))
             count = progress.get("committed")
             if settings is None or not _is_int(count):
-                raise StoreError(f"{self._where} has no readable append progress; reconvert with --overwrite")
+                raise StoreError.advising("{where} has no readable append progress; reconvert with "
+                                          "{overwrite}", where=self._where, overwrite=option("overwrite"))
             stats = Stats.from_dict(progress.get("stats"), self._where)
             if stats.length != count or not stats_fit(stats, settings) or count < manifest.length:
-                raise StoreError(f"{self._where}: the append progress disagrees with itself; "
-                                 "reconvert with --overwrite")
+                raise StoreError.advising("{where}: the append progress disagrees with itself; reconvert "
+                                          "with {overwrite}", where=self._where,
+                                          overwrite=option("overwrite"))
             interrupted = CommittedState(settings, stats)
             committed, classes = count, len(settings.classes)
         sources, labels = self._read_committed(committed, classes)
@@ -263,13 +268,15 @@ class MongoWriter(StoreWriter):
             if not (_is_int(index) and 0 <= index < committed):
                 continue  # not a sample datakit wrote; the count check below catches the gap
             if not (_is_int(label) and 0 <= label < classes):
-                raise StoreError(f"{self._where}: sample {record_key(index)!r} has no valid label "
-                                 f"({label!r}); reconvert with --overwrite")
+                raise StoreError.advising("{where}: sample {key!r} has no valid label ({label!r}); "
+                                          "reconvert with {overwrite}", where=self._where,
+                                          key=record_key(index), label=label, overwrite=option("overwrite"))
             sources[index] = decode_source(document.get("source"))
             labels[index] = label
         if len(documents) != committed or any(source is None for source in sources):
-            raise StoreError(f"{self._where}: the progress document disagrees with the stored "
-                             "samples; reconvert with --overwrite")
+            raise StoreError.advising("{where}: the progress document disagrees with the stored samples; "
+                                      "reconvert with {overwrite}", where=self._where,
+                                      overwrite=option("overwrite"))
         return [source for source in sources if source is not None], labels
 
     def commit(self, records: Sequence[PendingRecord], stats: Stats) -> None:
