@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from datakit.vision.augment.rows import apply_to_rows
 from datakit.vision.kernels.affine import affine, rotate
 from datakit.vision.kernels.colour import (
     adjust_brightness,
@@ -228,22 +229,6 @@ def apply_op(images: torch.Tensor, op: str, magnitudes: Sequence[float], interpo
     return _KERNELS[op](images, magnitudes, interpolation, fill)
 
 
-def _apply_to_rows(images: torch.Tensor, rows: Sequence[int],
-                   change: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-    """``images`` with the samples ``rows`` replaced by ``change`` of them (gathered, changed, written
-    back); all of them: changed whole, without copies. On the CPU rows move one image at a time:
-    uint8 ``index_select``/``index_copy_`` copy byte by byte there, about ten times slower."""
-    if len(rows) == images.shape[0]:
-        return change(images)
-    if images.device.type != "cpu":
-        index = torch.tensor(rows, dtype=torch.int64, device=images.device)
-        return images.index_copy_(0, index, change(images.index_select(0, index)))
-    changed = change(torch.stack([images[row] for row in rows]))
-    for position, row in enumerate(rows):
-        images[row].copy_(changed[position])
-    return images
-
-
 def apply_step(images: torch.Tensor, draws: Sequence[OpDraw | None], interpolation: str,
                fill: Fill) -> torch.Tensor:
     """Sample ``i`` of ``images`` changed by ``draws[i]`` (None: left as it is), one kernel call per
@@ -254,7 +239,7 @@ def apply_step(images: torch.Tensor, draws: Sequence[OpDraw | None], interpolati
             groups.setdefault(draw.op, []).append(index)
     for op, rows in groups.items():
         magnitudes = [draws[row].magnitude for row in rows]  # type: ignore[union-attr]
-        images = _apply_to_rows(images, rows, functools.partial(
+        images = apply_to_rows(images, rows, functools.partial(
             apply_op, op=op, magnitudes=magnitudes, interpolation=interpolation, fill=fill))
     return images
 
