@@ -1,6 +1,6 @@
 """Map-style datasets over datakit stores.
 
-A dataset holds a :class:`~datakit.stores.base.StoreSpec`, never an open
+A dataset holds a :class:`~datakit.stores.contract.StoreSpec`, never an open
 handle: each process opens its own reader on first use and again whenever it
 finds itself in a new process (``os.getpid()`` changed), so a dataset touched
 in the parent is still safe in ``fork``-ed workers, and pickles cleanly for
@@ -37,7 +37,7 @@ from datakit.manifest import Manifest, record_key
 from datakit.records import MULTI_LABEL_VERSION, PayloadKind, Record, decode_raw_batch, decode_record
 from datakit.sample_paths import PathIndex, SamplePaths
 from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
-from datakit.stores.base import StoreReader, StoreSpec
+from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.vision.pipeline import FusedPipeline
 
 __all__ = ["Output", "OnError", "StoreDataset", "LMDBDataset", "MongoDataset"]

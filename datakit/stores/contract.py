@@ -12,163 +12,38 @@ A backend is three pieces, listed in the registry (``datakit.stores``):
 * a :class:`StoreReader`: raw record bytes by index, the manifest, the labels.
 
 Record bytes are produced and parsed by :mod:`datakit.records` only; a backend
-never looks inside them. Backends also share here the checks a resumed store's
-statistics must pass (:func:`stats_fit`), the message that refuses an
-incomplete store (:func:`incomplete_message`), and the check of option names
-(:func:`check_option_names`).
+never looks inside them. What is the same for every backend is written here
+once: opening a reader and checking its manifest and label table, reading a
+store back for ``--resume`` and ``--append`` (:meth:`StoreWriter.committed_state`,
+:meth:`StoreWriter.append_state`) and refusing to remove what is not a store.
+The conversion-state types are in :mod:`datakit.stores.state`, the label
+table's stored form in :mod:`datakit.stores.labeltable`, the checks and
+messages both backends give in :mod:`datakit.stores.refusals`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from datakit.errors import StoreError
+from datakit.errors import DestinationExistsError, StoreError, option
 from datakit.manifest import Manifest, Stats
+from datakit.stores.labeltable import label_table_size, parse_label_table
+from datakit.stores.refusals import load_manifest, records_disagree
+from datakit.stores.state import (
+    AppendState,
+    CommittedState,
+    ConversionSettings,
+    PendingRecord,
+    StoredMeta,
+    WriterIdentity,
+    parse_progress,
+)
 
-__all__ = [
-    "StoreSpec",
-    "StoreReader",
-    "StoreWriter",
-    "PendingRecord",
-    "ConversionSettings",
-    "CommittedState",
-    "WriterIdentity",
-    "stats_fit",
-    "label_table_bytes",
-    "label_table_size",
-    "AppendState",
-    "parse_label_table",
-    "check_range",
-    "missing_source_message",
-    "incomplete_message",
-    "busy_message",
-    "check_option_names",
-]
-
-
-@dataclass(frozen=True)
-class PendingRecord:
-    """One record ready to be committed.
-
-    Attributes:
-        index: the sample index; the record's key is ``record_key(index)``.
-        source: the image's path relative to the source folder (kept for
-            inspection and for resuming, never loaded per sample).
-        label: the class index.
-        data: the encoded record (see :mod:`datakit.records`).
-    """
-
-    index: int
-    source: str
-    label: int
-    data: bytes | bytearray
-
-
-@dataclass(frozen=True)
-class ConversionSettings:
-    """What a resumed conversion must agree on with the one it continues.
-
-    Attributes:
-        source: the image folder.
-        classes: its class names.
-        payload_kind: ``"encoded"`` or ``"raw"``.
-        scan: the rules that ordered the source files (:func:`datakit.source.scan_rules`);
-            empty for a conversion started before they were recorded.
-        exif_transpose: whether images with an EXIF orientation are stored upright.
-        max_side: the ``--max-side`` images are downscaled under (0: none).
-        quality: the JPEG quality they are re-encoded at (0 without ``max_side``).
-        label_kind: ``"single"`` or ``"multi"`` (a multi-label ``--labels`` file).
-    """
-
-    source: str
-    classes: list[str]
-    payload_kind: str
-    scan: str = ""
-    exif_transpose: bool = False
-    max_side: int = 0
-    quality: int = 0
-    label_kind: str = "single"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind,
-                "scan": self.scan, "exif_transpose": self.exif_transpose, "max_side": self.max_side,
-                "quality": self.quality, "label_kind": self.label_kind}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> ConversionSettings | None:
-        """Parse stored settings; ``None`` when they are not well formed."""
-        if not isinstance(data, dict):
-            return None
-        source, classes, kind = data.get("source"), data.get("classes"), data.get("payload_kind")
-        scan = data.get("scan", "")
-        exif_transpose = data.get("exif_transpose", False)  # absent from older stores
-        max_side, quality = data.get("max_side", 0), data.get("quality", 0)  # likewise
-        label_kind = data.get("label_kind", "single")  # likewise
-        if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
-                and all(isinstance(name, str) for name in classes) and isinstance(scan, str)
-                and isinstance(exif_transpose, bool) and type(max_side) is int and type(quality) is int
-                and label_kind in ("single", "multi")):
-            return None
-        return cls(source, classes, kind, scan, exif_transpose, max_side, quality, label_kind)
-
-
-@dataclass
-class CommittedState:
-    """What an interrupted conversion had committed, read back for ``--resume``.
-
-    Attributes:
-        settings: the settings of the interrupted conversion.
-        stats: running totals up to the last commit.
-        sources: source path of each committed record, in index order.
-        labels: label of each committed record, in index order.
-    """
-
-    settings: ConversionSettings
-    stats: Stats
-    sources: list[str] = field(default_factory=list)
-    labels: list[int] = field(default_factory=list)
-
-
-@dataclass
-class AppendState:
-    """A complete store read back for ``--append``.
-
-    Attributes:
-        manifest: its manifest, which stays in place until the append finishes.
-        table: its label table (:meth:`StoreReader.labels`'s array).
-        sources: the source path of every record, in index order, including
-            those an interrupted append committed after the manifest's length.
-        labels: the label of each of those records (a multi-label record's first class).
-        interrupted: the progress of an append that was interrupted, if one was.
-    """
-
-    manifest: Manifest
-    table: np.ndarray
-    sources: list[str]
-    labels: list[int]
-    interrupted: CommittedState | None = None
-
-
-@dataclass(frozen=True)
-class WriterIdentity:
-    """The process of a conversion that is writing a store now.
-
-    Attributes:
-        pid: its process id, on ``host``.
-        host: the host name it runs on.
-    """
-
-    pid: int
-    host: str
-
-    def describe(self) -> str:
-        host = " ".join(self.host.split())[:200] or "an unknown host"  # stored text: keep it one line
-        return f"pid {self.pid} on {host}"
+__all__ = ["StoreSpec", "StoreReader", "StoreWriter"]
 
 
 class StoreSpec(ABC):
@@ -213,19 +88,74 @@ class StoreSpec(ABC):
 
 
 class StoreReader(ABC):
-    """Read access to one complete store, owned by a single process."""
+    """Read access to one complete store, owned by a single process.
+
+    Opening is the same for every backend: connect (:meth:`_connect`), then
+    load and check the manifest (:meth:`_manifest_json`); a failure in between
+    closes what was opened, so a refused store leaves no connection behind.
+
+    Args:
+        spec: the store.
+    """
 
     spec: StoreSpec
 
-    @property
-    @abstractmethod
-    def manifest(self) -> Manifest:
-        """The store's manifest, loaded when the reader opened."""
+    def __init__(self, spec: StoreSpec) -> None:
+        self.spec = spec
+        self._connect()
+        try:
+            self._manifest = load_manifest(self._manifest_json(), spec.describe())
+        except BaseException:
+            self.close()
+            raise
 
     @abstractmethod
+    def _connect(self) -> None:
+        """Open this process's connection to the store.
+
+        Raises:
+            StoreNotFoundError: nothing is at the location.
+            StoreError: what is there cannot be a store of this backend.
+        """
+
+    @abstractmethod
+    def _manifest_json(self) -> bytes:
+        """The stored manifest's JSON.
+
+        Raises:
+            IncompleteStoreError: the store has none; the message is
+                :func:`~datakit.stores.refusals.incomplete_message`'s, naming the running writer if one is.
+            StoreError: the location holds something else than a datakit store.
+        """
+
+    @property
+    def manifest(self) -> Manifest:
+        """The store's manifest, loaded when the reader opened."""
+        return self._manifest
+
     def labels(self) -> np.ndarray:
         """Every record's label, in index order: a 1-D int64 array, or a 2-D uint8 multi-hot
-        array in a multi-label store (:func:`parse_label_table`)."""
+        array in a multi-label store (:func:`~datakit.stores.labeltable.parse_label_table`).
+
+        A table longer than this reader's manifest is read up to the manifest's
+        length when an append grew the store since the reader opened.
+
+        Raises:
+            StoreError: the table is missing or does not fit the manifest.
+        """
+        raw = self._label_table()
+        size = label_table_size(self._manifest)
+        if raw is not None and len(raw) > size and self._grown():
+            raw = raw[:size]
+        return parse_label_table(raw, self._manifest, self.spec.describe())
+
+    @abstractmethod
+    def _label_table(self) -> bytes | None:
+        """The stored label table's bytes, ``None`` when there is none."""
+
+    @abstractmethod
+    def _grown(self) -> bool:
+        """Whether an append is growing the store, or grew it since this reader opened."""
 
     @abstractmethod
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
@@ -273,7 +203,7 @@ class StoreReader(ABC):
 class StoreWriter(ABC):
     """Write access for one conversion.
 
-    The pipeline (:mod:`datakit.conversion`) first looks at the location: when
+    The pipeline (the conversion pipeline) first looks at the location: when
     :meth:`exists` is false it calls :meth:`create`; with ``--overwrite`` it
     calls :meth:`remove`, then :meth:`create`; with ``--resume`` it asks
     :meth:`is_complete` (a complete store is left alone) and otherwise reopens
@@ -287,9 +217,22 @@ class StoreWriter(ABC):
     Before any of that, the pipeline calls :meth:`lock`: one conversion at a
     time may write a store, and the claim lasts until :meth:`close` or the
     writer's process dies, whichever comes first.
+
+    Reading a store back and refusing to remove what is not a store are the
+    same for every backend and written here once; a backend says what it
+    holds (:meth:`_read_meta`, :meth:`_read_records`, :meth:`_read_label_table`)
+    and how to delete it (:meth:`_remove_store`).
+
+    Args:
+        spec: the store to write.
     """
 
     spec: StoreSpec
+
+    def __init__(self, spec: StoreSpec) -> None:
+        self.spec = spec
+        self._conversion: ConversionSettings | None = None
+        self._resumed_at: int | None = None  # records committed when the store was read back
 
     @abstractmethod
     def lock(self) -> None:
@@ -301,7 +244,7 @@ class StoreWriter(ABC):
 
         Raises:
             StoreBusyError: another conversion holds the location; the message
-                names its pid and host (:func:`busy_message`).
+                names its pid and host (:func:`~datakit.stores.refusals.busy_message`).
         """
 
     @abstractmethod
@@ -324,7 +267,6 @@ class StoreWriter(ABC):
     def is_complete(self) -> bool:
         """Whether the location holds a complete store (one with a manifest)."""
 
-    @abstractmethod
     def remove(self) -> None:
         """Delete the store at the location (``--overwrite``).
 
@@ -332,24 +274,42 @@ class StoreWriter(ABC):
             DestinationExistsError: the location holds something that is not
                 a datakit store; it is left untouched.
         """
+        if not self.is_store():
+            raise DestinationExistsError(f"{self.spec.describe()} exists and is not a datakit store; "
+                                         "refusing to delete it. Delete it yourself or choose another "
+                                         "destination.")
+        self._remove_store()
 
     @abstractmethod
     def create(self, settings: ConversionSettings) -> None:
         """Start a new, empty, incomplete store."""
 
-    @abstractmethod
     def committed_state(self) -> CommittedState:
         """Reopen an incomplete store and read back what it committed.
 
+        Changes nothing: ``datakit inspect`` asks too, possibly while a conversion runs.
+
         Raises:
-            StoreError: the location is not an incomplete datakit store.
+            StoreError: the location is not an incomplete datakit store, or
+                its progress disagrees with itself or with its records.
         """
+        where = self.spec.describe()
+        meta = self._read_meta()
+        if meta.manifest is not None:
+            raise StoreError(f"{where} is already complete; there is nothing to resume")
+        if meta.progress is None and meta.not_a_store:
+            raise StoreError(f"{where} is not a datakit store ({meta.not_a_store}), so there is nothing to "
+                             "resume; choose another destination")
+        state = parse_progress(meta.progress, where)
+        state.sources, state.labels = self._read_records(state.stats.length, len(state.settings.classes),
+                                                         "conversion progress")
+        self._conversion, self._resumed_at = state.settings, state.stats.length
+        return state
 
     @abstractmethod
     def commit(self, records: Sequence[PendingRecord], stats: Stats) -> None:
         """Add ``records`` and record ``stats`` as the running totals, in one atomic step."""
 
-    @abstractmethod
     def append_state(self) -> AppendState:
         """Read back a complete store that ``--append`` grows (after :meth:`lock`).
 
@@ -357,10 +317,33 @@ class StoreWriter(ABC):
             StoreError: the location holds no complete store, or its records
                 disagree with its manifest or its append progress.
         """
+        where = self.spec.describe()
+        meta = self._read_meta()
+        if meta.manifest is None:
+            if meta.progress is None and meta.not_a_store:
+                raise StoreError.advising("{where} is not a datakit store ({why}), so there is nothing to "
+                                          "append to; convert into it without {append} first", where=where,
+                                          why=meta.not_a_store, append=option("append"))
+            raise StoreError.advising("{where} is not a complete store; finish it with {resume} before "
+                                      "appending", where=where, resume=option("resume"))
+        manifest = load_manifest(meta.manifest, where)
+        interrupted = (None if meta.progress is None
+                       else parse_progress(meta.progress, where, "append progress"))
+        if interrupted is not None and interrupted.stats.length < manifest.length:
+            raise records_disagree(where, "append progress")
+        count = manifest.length if interrupted is None else interrupted.stats.length
+        classes = len(manifest.classes if interrupted is None else interrupted.settings.classes)
+        sources, labels = self._read_records(count, classes, "manifest" if interrupted is None else
+                                             "append progress")
+        table = self._read_label_table()
+        size = label_table_size(manifest)
+        self._resumed_at = count  # records past it are a batch an interrupted append left
+        return AppendState(manifest, parse_label_table(None if table is None else table[:size], manifest,
+                                                       where), sources, labels, interrupted)
 
-    @abstractmethod
     def begin_append(self, settings: ConversionSettings) -> None:
-        """Commit the records that follow into a complete store under ``settings``.
+        """Commit the records that follow into a complete store under ``settings``
+        (after :meth:`append_state`).
 
         The manifest stays as it is, so readers keep seeing the store as it
         was; each :meth:`commit` writes the append's progress next to it, and
@@ -368,6 +351,7 @@ class StoreWriter(ABC):
         opened before keeping their view (a longer label table is read up
         to their manifest's length).
         """
+        self._conversion = settings
 
     @abstractmethod
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
@@ -383,106 +367,34 @@ class StoreWriter(ABC):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # what a backend supplies to read a store back and to remove it
 
-def check_range(start: int, stop: int, length: int) -> None:
-    """Refuse a record range outside ``0 .. length`` (for :meth:`StoreReader.source_path_range`).
+    @abstractmethod
+    def _read_meta(self) -> StoredMeta:
+        """The manifest and progress at the location, read together (opening the
+        store for writing, if it is one)."""
 
-    Raises:
-        IndexError: it is.
-    """
-    if not 0 <= start <= stop <= length:
-        raise IndexError(f"records {start}..{stop} are out of range for a store of {length} records")
+    @abstractmethod
+    def _read_records(self, count: int, classes: int, against: str) -> tuple[list[str], list[int]]:
+        """The source path and label of records ``0 .. count - 1``.
 
+        Raises:
+            StoreError: one is missing, or its label is not below ``classes``;
+                the message says that the ``against`` (what gave ``count``)
+                disagrees with the stored records (:func:`~datakit.stores.refusals.records_disagree`).
+        """
 
-def missing_source_message(where: str, key: str) -> str:
-    """The error message for a record whose source path is not in the store."""
-    return f"{where}: the source path of record {key!r} is missing; reconvert with --overwrite"
+    @abstractmethod
+    def _read_label_table(self) -> bytes | None:
+        """The stored label table's bytes, ``None`` when there is none."""
 
+    @abstractmethod
+    def _remove_store(self) -> None:
+        """Delete the datakit store at the location, leaving anything else there alone."""
 
-def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
-    """Whether running totals read back from a store can be resumed (one count per class,
-    counts adding up to the length, each size range empty or ``[min, max]``)."""
-    ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
-                    for bounds in (stats.width_range, stats.height_range))
-    counts = stats.class_counts
-    if settings.label_kind == "multi":  # each record counts once per class it carries
-        adds_up = all(count <= stats.length for count in counts) and sum(counts) >= stats.length
-    else:
-        adds_up = sum(counts) == stats.length
-    return (len(counts) == len(settings.classes) and stats.length >= 0
-            and all(count >= 0 for count in counts) and adds_up and ranges_ok)
-
-
-def label_table_bytes(labels: np.ndarray) -> bytes:
-    """A store's label table as stored: int32 little-endian class indices for a 1-D
-    ``labels``, or the rows of a 2-D multi-hot ``labels`` as uint8 bytes."""
-    array = np.asarray(labels)
-    return array.astype(np.uint8 if array.ndim == 2 else "<i4").tobytes()
-
-
-def label_table_size(manifest: Manifest) -> int:
-    """The bytes of the label table of a store with ``manifest``."""
-    return manifest.length * (len(manifest.classes) if manifest.multi_label else 4)
-
-
-def parse_label_table(raw: bytes | None, manifest: Manifest, where: str) -> np.ndarray:
-    """The label table read back: a 1-D int64 array of class indices, or for a multi-label
-    store a ``(length, len(classes))`` uint8 array of 0 and 1.
-
-    Raises:
-        StoreError: the table is missing, has the wrong size, or holds values
-            outside the classes.
-    """
-    classes = len(manifest.classes)
-    if manifest.multi_label:
-        if raw is None or len(raw) != manifest.length * classes:
-            raise StoreError(f"{where}: the label table does not match the manifest")
-        table = np.frombuffer(raw, dtype=np.uint8).reshape(manifest.length, classes)
-        if table.size and table.max() > 1:
-            raise StoreError(f"{where}: the multi-label table holds values other than 0 and 1")
-        copied: np.ndarray = table.copy()
-        return copied  # writable, as torch wants when it wraps a row
-    if raw is None or len(raw) % 4 or len(raw) // 4 != manifest.length:
-        raise StoreError(f"{where}: the label table does not match the manifest")
-    labels = np.frombuffer(raw, dtype="<i4")
-    if len(labels) and (labels.min() < 0 or labels.max() >= classes):
-        raise StoreError(f"{where}: the label table holds labels outside the classes")
-    return labels.astype(np.int64)
-
-
-def incomplete_message(spec: StoreSpec, source: object, writer: WriterIdentity | None = None) -> str:
-    """The error message for a store without a manifest.
-
-    Args:
-        spec: the store.
-        source: the source folder its progress names; anything but text
-            (missing, or a damaged progress record) is shown as ``SRC``.
-        writer: the conversion writing the store now, if one is: the store is
-            then being written, not interrupted, and ``--resume`` is no advice.
-    """
-    if writer is not None:
-        return (f"{spec.describe()} is being written by a conversion that is still running "
-                f"({writer.describe()}); wait for it to finish")
-    return (
-        f"{spec.describe()} is an incomplete store (its conversion was interrupted); "
-        f"finish it with `datakit convert {source if isinstance(source, str) else 'SRC'} "
-        f"{spec.command_arguments()} --resume`"
-    )
-
-
-def busy_message(spec: StoreSpec, writer: WriterIdentity, detail: str = "") -> str:
-    """The error message that refuses a second writer."""
-    return (f"a conversion into {spec.describe()} is running ({writer.describe()}); wait for it to "
-            f"finish or stop that process{detail}")
-
-
-def check_option_names(options: Mapping[str, object], accepted: Collection[str]) -> None:
-    """Refuse an option a backend does not know, as a call with an unknown keyword would.
-
-    Raises:
-        TypeError: an option's name is not in ``accepted``.
-    """
-    for name in options:
-        if name not in accepted:
-            raise TypeError(f"unknown store option {name!r}; the options are "
-                            + ", ".join(repr(known) for known in sorted(accepted)))
+    def _settings(self) -> ConversionSettings:
+        """The settings records are committed under: from :meth:`create`,
+        :meth:`committed_state` or :meth:`begin_append`."""
+        if self._conversion is None:
+            raise StoreError(f"{self.spec.describe()}: commit before create() or committed_state()")
+        return self._conversion
