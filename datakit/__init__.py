@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from datakit.info import info  # the function; bound here, so it is never shadowed by its module
 from datakit.version import __version__
 
 # public name -> module that defines it
@@ -40,6 +41,7 @@ __all__ = [
     "errors",
     "export",
     "get_worker_info",
+    "info",
     "inspect",
     "samplers",
     "vision",

@@ -44,7 +44,7 @@ from datakit.errors import CorruptRecordError
 from datakit.manifest import Manifest
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
-from datakit.vision.pipeline import FusedPipeline
+from datakit.vision.fused_pipeline import FusedPipeline
 
 __all__ = ["StoreDataset"]
 
@@ -215,7 +215,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
         """Decode the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
 
-        The result, after :meth:`batch_finish`'s step, equals
+        The result, after :attr:`finish_batch`'s step, equals
         ``default_collate(self.__getitems__(indices))``, without per-sample tensors.
 
         Args:
@@ -240,12 +240,15 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             decode = functools.partial(self._decode_into, out=images[slot])
             labels[slot] = self._reading.load(position, data, decode, self.on_error, self.max_errors)
 
-    def batch_finish(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    @property
+    def finish_batch(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """What turns a batch read by :meth:`read_batch_into` into what ``__getitems__`` gives, if anything.
 
-        A fused pipeline's ``Normalize``: the uint8 batch becomes float32
-        there, once per batch, where :class:`datakit.DataLoader` calls it (on
-        the GPU when it has a device). None otherwise.
+        A fused pipeline's ``Normalize`` (its ``finish_batch``): the uint8
+        batch becomes float32 there, once per batch, where
+        :class:`datakit.DataLoader` calls it (on the GPU when it has a
+        device). None otherwise. The loader's optional hook
+        (``SupportsBatchFinish`` in ``datakit/loader/batchpath.py``).
         """
         return self._fused.finish_batch if self._fused is not None and self._fused.finishes else None
 

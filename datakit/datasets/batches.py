@@ -18,7 +18,7 @@ import numpy as np
 
 from datakit.manifest import Manifest
 from datakit.records import PayloadKind, decode_raw_batch
-from datakit.vision.pipeline import FusedPipeline
+from datakit.vision.fused_pipeline import FusedPipeline
 
 __all__ = ["batch_sample_shape", "read_raw_batch_into"]
 
