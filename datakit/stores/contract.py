@@ -12,13 +12,11 @@ A backend is three pieces, listed in the registry (``datakit.stores``):
 * a :class:`StoreReader`: raw record bytes by index, the manifest, the labels.
 
 Record bytes are produced and parsed by :mod:`datakit.records` only; a backend
-never looks inside them. What is the same for every backend is written here
-once: opening a reader and checking its manifest and label table, reading a
-store back for ``--resume`` and ``--append`` (:meth:`StoreWriter.committed_state`,
-:meth:`StoreWriter.append_state`) and refusing to remove what is not a store.
-The conversion-state types are in :mod:`datakit.stores.state`, the label
-table's stored form in :mod:`datakit.stores.labeltable`, the checks and
-messages both backends give in :mod:`datakit.stores.refusals`.
+never looks inside them. What every backend does alike is written here once:
+opening a reader (manifest, label table), reading a store back for ``--resume``
+and ``--append``, refusing to remove what is not a store. Shared types, checks
+and messages: :mod:`~datakit.stores.state`, :mod:`~datakit.stores.labeltable`,
+:mod:`~datakit.stores.refusals`.
 """
 
 from __future__ import annotations
