@@ -36,7 +36,7 @@ from datakit.errors import ConversionError, Spelling
 from datakit.labelfile import LabelledFolder
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
 from datakit.source import SourceEntry, SourceFolder
-from datakit.stores.base import AppendState, CommittedState, ConversionSettings
+from datakit.stores.state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["APPEND_RULES", "AppendPlan", "plan_append", "appended_manifest"]
 
@@ -71,7 +71,7 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     """Plan adding ``folder`` to the store read back as ``appended``.
 
     Args:
-        appended: the store, from :meth:`~datakit.stores.base.StoreWriter.append_state`.
+        appended: the store, from :meth:`~datakit.stores.contract.StoreWriter.append_state`.
         folder: the scanned source (a folder, or a label file's entries).
         rules: the scan rules of ``folder`` (recorded, so that an interrupted
             append is finished from the same kind of source).

@@ -43,7 +43,8 @@ from datakit.reading import ReadOptions, ReadOutcome, read_images, too_many_read
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind
 from datakit.source import SourceEntry, SourceFolder, scan_folder, scan_rules
 from datakit.stores import given_options
-from datakit.stores.base import AppendState, ConversionSettings, PendingRecord, StoreSpec
+from datakit.stores.contract import StoreSpec
+from datakit.stores.state import AppendState, ConversionSettings, PendingRecord
 
 __all__ = ["convert", "resolve_destination", "check_outside_source", "ConversionReport", "SkippedFile",
            "ProgressCallback"]

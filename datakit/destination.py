@@ -19,7 +19,8 @@ from datakit.manifest import Stats
 from datakit.resumption import check_resumable
 from datakit.source import SourceFolder
 from datakit.stores import MONGODB_SCHEMES, is_mongodb_uri, mask_location, resolve_store
-from datakit.stores.base import AppendState, CommittedState, ConversionSettings, StoreSpec, StoreWriter
+from datakit.stores.contract import StoreSpec, StoreWriter
+from datakit.stores.state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["resolve_destination", "check_not_a_broken_uri", "check_outside_source", "prepare_destination"]
 

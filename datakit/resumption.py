@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from datakit.errors import ConversionError, Spelling, option
 from datakit.source import SourceFolder, legacy_order_matches
-from datakit.stores.base import CommittedState, ConversionSettings
+from datakit.stores.state import CommittedState, ConversionSettings
 
 __all__ = ["check_resumable"]
 
