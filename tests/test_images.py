@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datakit import images
+from datakit.convert import images
 from datakit.records import PayloadKind
 
 

@@ -9,7 +9,7 @@ for datasets is :mod:`datakit.decode`'s job; a full check decodes colour JPEGs
 with its fast decoder, and raw pixels follow its 8-bit scale for 16-bit and
 float images (:func:`datakit.decode.rgb_pixels`).
 
-Each image's EXIF orientation is read (:mod:`datakit.exif`) and reported; with
+Each image's EXIF orientation is read (:mod:`datakit.convert.exif`) and reported; with
 ``exif_transpose``, an image whose orientation is not 1 is stored upright:
 its pixels turned for ``RAW``, or re-encoded in its own format for
 ``ENCODED`` (JPEG at quality 95 with its chroma subsampling, PNG and TIFF
@@ -27,15 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
-from datakit.decode import HIGH_BIT_DEPTH_MODES, PixelScaleError, decode_colour_jpeg, rgb_pixels
-from datakit.downscale import (
+from datakit.convert.downscale import (
     DEFAULT_QUALITY,
     downscale,
     downscaled_pixels,
     encode_downscaled,
     needs_downscaling,
 )
-from datakit.exif import UNKNOWN, orientation_in_bytes, orientation_of
+from datakit.convert.exif import UNKNOWN, orientation_in_bytes, orientation_of
+from datakit.decode import HIGH_BIT_DEPTH_MODES, PixelScaleError, decode_colour_jpeg, rgb_pixels
 from datakit.headers import sniff_header
 from datakit.records import HEADER_SIZE, PayloadKind
 
@@ -103,7 +103,7 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         max_pixels: refuse images with more pixels than this.
         exif_transpose: store an image with an EXIF orientation upright.
         max_side: store an image whose longer side is longer than this
-            downscaled to it (:mod:`datakit.downscale`); None keeps every size.
+            downscaled to it (:mod:`datakit.convert.downscale`); None keeps every size.
         quality: JPEG quality of a downscaled JPEG.
 
     Raises:

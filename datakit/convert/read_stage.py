@@ -1,6 +1,6 @@
 """Conversion's reading stage: each source file read, checked and sealed as a record, in order.
 
-The files of a chunk are read by one reader process (:mod:`datakit.readers`)
+The files of a chunk are read by one reader process (:mod:`datakit.convert.reader_pool`)
 or, with one worker, in the converting process itself; a file that cannot be
 stored becomes an outcome with the reason, never an exception.
 """
@@ -13,11 +13,11 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from datakit.downscale import DEFAULT_QUALITY
-from datakit.images import BadImage, read_source_image
-from datakit.readers import ReaderPool
+from datakit.convert.downscale import DEFAULT_QUALITY
+from datakit.convert.images import BadImage, read_source_image
+from datakit.convert.reader_pool import ReaderPool
+from datakit.convert.source import SourceEntry
 from datakit.records import PayloadKind, seal_record
-from datakit.source import SourceEntry
 
 __all__ = ["ReadOptions", "ReadOutcome", "read_images", "usable_cpus", "too_many_readers"]
 
@@ -78,7 +78,8 @@ def too_many_readers(workers: int, files: int) -> str | None:
 
 def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
                  workers: int) -> Iterator[ReadOutcome]:
-    """Read and encode ``entries`` in order, with up to ``workers`` processes (:mod:`datakit.readers`)."""
+    """Read and encode ``entries`` in order, with up to ``workers`` processes
+    (:mod:`datakit.convert.reader_pool`)."""
     read_chunk = functools.partial(_read_chunk, entries, options)
     starts = range(0, len(entries), CHUNK)
     chunks = (list(range(start, min(len(entries), start + CHUNK))) for start in starts)

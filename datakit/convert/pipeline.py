@@ -25,23 +25,23 @@ from typing import Any, Literal
 
 import numpy as np
 
-from datakit.appending import AppendPlan, appended_manifest, plan_append
-from datakit.conversion_report import ConversionReport, SkippedFile, checked, listed_skips
-from datakit.destination import check_outside_source, prepare_destination, resolve_destination
-from datakit.downscale import DEFAULT_QUALITY
-from datakit.errors import DatakitWarning
-from datakit.images import DEFAULT_MAX_PIXELS
-from datakit.labelfile import (
+from datakit.convert.appending import AppendPlan, appended_manifest, plan_append
+from datakit.convert.destination import check_outside_source, prepare_destination, resolve_destination
+from datakit.convert.downscale import DEFAULT_QUALITY
+from datakit.convert.images import DEFAULT_MAX_PIXELS
+from datakit.convert.labelfile import (
     LabelledFolder,
     in_class_order,
     label_scan_rules,
     labelled_folder,
     read_label_file,
 )
+from datakit.convert.read_stage import ReadOptions, ReadOutcome, read_images, too_many_readers, usable_cpus
+from datakit.convert.report import ConversionReport, SkippedFile, checked, listed_skips
+from datakit.convert.source import SourceEntry, SourceFolder, scan_folder, scan_rules
+from datakit.errors import DatakitWarning
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
-from datakit.reading import ReadOptions, ReadOutcome, read_images, too_many_readers, usable_cpus
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind
-from datakit.source import SourceEntry, SourceFolder, scan_folder, scan_rules
 from datakit.stores import given_options
 from datakit.stores.base import AppendState, ConversionSettings, PendingRecord, StoreSpec
 
@@ -86,7 +86,7 @@ def convert(
 ) -> ConversionReport:
     """Pack the image folder ``src`` into the store ``dest``.
 
-    The images are ``ImageFolder``'s, in its order (see :mod:`datakit.source`),
+    The images are ``ImageFolder``'s, in its order (see :mod:`datakit.convert.source`),
     so index ``i`` of the store is sample ``i`` of
     ``torchvision.datasets.ImageFolder(src)``, minus the files skipped as broken.
 
@@ -120,7 +120,7 @@ def convert(
             them; either way the report counts them.
         max_side: store images whose longer side exceeds this resized to it
             (JPEGs re-encoded at ``quality``, other formats as PNG); smaller
-            images stay byte for byte (:mod:`datakit.downscale`).
+            images stay byte for byte (:mod:`datakit.convert.downscale`).
         quality: JPEG quality of the downscaled JPEGs, 1 to 100.
         labels: a label file (CSV with the header ``path,label``, or JSON
             Lines of ``{"path": ..., "label": ...}``) naming the images to
@@ -128,14 +128,14 @@ def convert(
             its labels, sorted (as numbers when every label is an integer,
             else as text), and the records come in its order. Images
             under ``src`` it does not name are not converted, and counted
-            (:mod:`datakit.labelfile`).
+            (:mod:`datakit.convert.labelfile`).
         append: add to the complete store ``dest`` the images it does not hold
             yet (by relative path), after its records, which never change; new
             classes go at the end of ``classes``. The store keeps its own
             ``format``, ``exif_transpose``, ``max_side`` and ``quality``, and
             its labels' origin: class folders, or a label file (``labels``).
             Crash-safe: ``append`` (or ``resume``) again finishes an
-            interrupted append (:mod:`datakit.appending`).
+            interrupted append (:mod:`datakit.convert.appending`).
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
