@@ -80,7 +80,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     skipped and listed; the conversion can be killed at any time and finished
     with --resume.
     """
-    from datakit.convert.pipeline import convert, resolve_destination
+    from datakit.convert.destination import resolve_destination
+    from datakit.convert.pipeline import convert
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other; choose one")
