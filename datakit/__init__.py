@@ -12,6 +12,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from datakit.info import info  # the function; bound here, so it is never shadowed by its module
 from datakit.version import __version__
 
 # public name -> module that defines it
@@ -42,6 +43,7 @@ __all__ = [
     "errors",
     "export",
     "get_worker_info",
+    "info",
     "inspect",
     "samplers",
     "vision",

@@ -38,7 +38,7 @@ from datakit.records import MULTI_LABEL_VERSION, PayloadKind, Record, decode_raw
 from datakit.sample_paths import PathIndex, SamplePaths
 from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
-from datakit.vision.pipeline import FusedPipeline
+from datakit.vision.fused_pipeline import FusedPipeline
 
 __all__ = ["Output", "OnError", "StoreDataset", "LMDBDataset", "MongoDataset"]
 
@@ -308,7 +308,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
         """Decode the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
 
-        The result, after :meth:`batch_finish`'s step, equals
+        The result, after :attr:`finish_batch`'s step, equals
         ``default_collate(self.__getitems__(indices))``, without per-sample tensors.
 
         Args:
@@ -344,12 +344,15 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         labels[:] = batch.labels
         return True
 
-    def batch_finish(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    @property
+    def finish_batch(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """What turns a batch read by :meth:`read_batch_into` into what ``__getitems__`` gives, if anything.
 
-        A fused pipeline's ``Normalize``: the uint8 batch becomes float32
-        there, once per batch, where :class:`datakit.DataLoader` calls it (on
-        the GPU when it has a device). None otherwise.
+        A fused pipeline's ``Normalize`` (its ``finish_batch``): the uint8
+        batch becomes float32 there, once per batch, where
+        :class:`datakit.DataLoader` calls it (on the GPU when it has a
+        device). None otherwise. The loader's optional hook
+        (``SupportsBatchFinish`` in ``datakit/loader/batchpath.py``).
         """
         return self._fused.finish_batch if self._fused is not None and self._fused.finishes else None
 

@@ -1,18 +1,19 @@
-"""Public samplers; see :mod:`datakit.loader.samplers` for the implementations."""
+"""Public samplers; the implementations live in :mod:`datakit.loader` (``index_samplers``,
+``lazy_sampler``, ``batch_sampler``, ``distributed``)."""
 
 from __future__ import annotations
 
-from datakit.loader.samplers import (
-    BatchSampler,
-    DistributedSampler,
-    DistributedWeightedSampler,
-    LazyRandomSampler,
+from torch.utils.data import Sampler
+
+from datakit.loader.batch_sampler import BatchSampler
+from datakit.loader.distributed import DistributedSampler, DistributedWeightedSampler
+from datakit.loader.index_samplers import (
     RandomSampler,
-    Sampler,
     SequentialSampler,
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
+from datakit.loader.lazy_sampler import LazyRandomSampler
 
 __all__ = [
     "Sampler",

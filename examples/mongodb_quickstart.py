@@ -1,11 +1,15 @@
 """Pack an image folder into MongoDB, inspect it, and train-style read it back.
 
-Uses the server named by ``DATAKIT_MONGO_URI``, else the compose service on
-localhost; a URI that names no database (``mongodb://127.0.0.1:27017``, the
-form the test suite takes) uses the database ``datakit_examples``, or the one
-``--database`` names:
+Uses the server named by ``DATAKIT_MONGO_URI``, else one on localhost:27017;
+a URI that names no database (``mongodb://127.0.0.1:27017``, the form the test
+suite takes) uses the database ``datakit_examples``, or the one ``--database``
+names:
 
-    docker compose up -d mongo
+    export "$(bash scripts/mongo-server.sh start)"   # nx-27017, no Docker (README "MongoDB")
+    python examples/mongodb_quickstart.py
+    bash scripts/mongo-server.sh stop
+
+    docker compose up -d mongo                       # or a real MongoDB in Docker
     python examples/mongodb_quickstart.py
     DATAKIT_MONGO_URI=mongodb://db.example:27017/vision python examples/mongodb_quickstart.py
 """
@@ -53,8 +57,8 @@ def main() -> None:
             report = datakit.convert(folder, args.uri, collection=args.collection, database=database,
                                      overwrite=True)
         except StoreUnavailableError as exc:
-            raise SystemExit(f"{exc}\n(start a server with `docker compose up -d mongo`, "
-                             "or point DATAKIT_MONGO_URI at one)") from None
+            raise SystemExit(f"{exc}\n(start a server with `bash scripts/mongo-server.sh start` or "
+                             "`docker compose up -d mongo`, or point DATAKIT_MONGO_URI at one)") from None
         except DatakitError as exc:
             raise SystemExit(str(exc)) from None
     print(f"converted {report.written} images into {report.destination}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the datakit package's import graph for cycles and its code for private reads across objects.
+"""Checks the datakit package's import graph for cycles and layer breaks, and its code for private reads.
 
 Why: ``loader/`` and ``stores/`` are meant to be layers. An import cycle
 (even one that only exists under ``if TYPE_CHECKING:`` or inside a function)
@@ -18,6 +18,10 @@ What it does (standard library only, ``ast``-based):
   would then be in a cycle with a package that re-exports it).
 * Prints every cycle (one per strongly connected component, with the line of
   each edge and whether it is type-only or inside a function).
+* Checks the layers (:data:`LAYERS`): ``loader/`` imports nothing else from
+  the package but ``procs/`` (the engine knows no stores), and ``procs/``
+  (process plumbing shared by the loader and conversion) imports nothing else
+  from it at all. Every import statement counts, as for cycles.
 * Reports private names used across objects: ``x._name`` where ``x`` is not
   ``self``, ``cls``, ``super()``, ``type(self)`` or the enclosing class (reads
   and writes), ``from m import _name``, and imports of private modules
@@ -35,8 +39,8 @@ Usage::
     python scripts/import_graph.py [PACKAGE_DIR] [--cycles-only]
 
 ``PACKAGE_DIR`` defaults to ``datakit`` next to this script's parent folder.
-Exits 1 when it finds a cycle or (without ``--cycles-only``) a private use,
-else 0.
+Exits 1 when it finds a cycle, a layer break or (without ``--cycles-only``)
+a private use, else 0.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ from pathlib import Path
 ALLOW_MARK = "import-graph: allow-private"
 PUBLIC_UNDERSCORE_NAMES = frozenset({"_fields", "_replace", "_asdict", "_make", "_field_defaults"})
 OWN_NAMES = frozenset({"self", "cls", "mcs", "metacls"})
+# Subpackage -> the subpackages its modules may import from the package (itself included).
+LAYERS = {"loader": ("loader", "procs"), "procs": ("procs",)}
 
 
 @dataclass(frozen=True)
@@ -342,6 +348,19 @@ def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
     return [start]
 
 
+def layer_breaks(edges: list[Edge]) -> list[Edge]:
+    """The import statements that leave their subpackage's layer (:data:`LAYERS`)."""
+    broken = []
+    for edge in edges:
+        source = edge.source.split(".")
+        if len(source) < 2 or source[1] not in LAYERS:
+            continue
+        target = edge.target.split(".")
+        if len(target) < 2 or target[1] not in LAYERS[source[1]]:
+            broken.append(edge)
+    return broken
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = Path(__file__).resolve().parent.parent / "datakit"
@@ -379,13 +398,19 @@ def main(argv: list[str] | None = None) -> int:
             shown = {edge.describe() for edge in edges if edge.source == source and edge.target == target}
             for line in sorted(shown):
                 print(f"    {line}")
+    broken = layer_breaks(edges)
+    rules = "; ".join(f"{name}/ imports only {', '.join(f'{allowed}/' for allowed in layers)}"
+                      for name, layers in LAYERS.items())
+    print(f"layer breaks ({rules}): {len(broken)}")
+    for edge in sorted(broken, key=lambda edge: (edge.source, edge.line)):
+        print(f"  {edge.describe()}")
     if not args.cycles_only:
         print(f"private names used across objects or modules: {len(private)}")
         root = package_dir.parent
         for use in sorted(private, key=lambda use: (use.path, use.line)):
             relative = Path(use.path).relative_to(root)
             print(f"  {PrivateUse(str(relative), use.line, use.text, use.kind).describe()}")
-    failed = bool(components) or (bool(private) and not args.cycles_only)
+    failed = bool(components) or bool(broken) or (bool(private) and not args.cycles_only)
     return 1 if failed else 0
 
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Create (or reuse) ./.venv and install datakit into it with the given extras.
 #
-# torch is installed first, pinned, so that pip takes the CPU build that lies
-# on this machine's disk instead of resolving a multi-GB CUDA build from the
-# index. Elsewhere set DATAKIT_TORCH_SPEC (for example "torch" or a CUDA
-# wheel URL) to choose your own build.
+# torch is installed first, only when the venv has none, as DATAKIT_TORCH_SPEC says (pip
+# arguments). The default, "torch==2.13.0", is the release the test suite runs on; where pip is
+# offered a local CPU wheel of it (--find-links), it takes that rather than a multi-GB CUDA build
+# from PyPI. Choose another build with, for example,
+#   DATAKIT_TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 set -euo pipefail
 extras="${1:-}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,7 +19,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
-    "${pip[@]}" install "${DATAKIT_TORCH_SPEC:-torch==2.13.0}"
+    read -r -a torch_spec <<<"${DATAKIT_TORCH_SPEC:-torch==2.13.0}"
+    "${pip[@]}" install "${torch_spec[@]}"
 fi
 target="$here"
 if [ -n "$extras" ]; then

@@ -30,6 +30,15 @@ def dies_at(bad: int, indices: list[int]) -> list[int]:
     return indices
 
 
+def raises_unpicklable(bad: int, indices: list[int]) -> list[int]:
+    class Unpicklable(Exception):
+        """Neither it nor its class pickles: the class is local to this function."""
+
+    if bad in indices:
+        raise Unpicklable(f"index {bad} and an unpicklable error")
+    return indices
+
+
 CHUNKS = [list(range(start, start + 3)) for start in range(0, 60, 3)]
 
 
@@ -42,6 +51,14 @@ def test_answers_come_in_chunk_order(readers):
 def test_an_exception_in_a_reader_is_reported_with_its_traceback():
     with pytest.raises(ReaderFailed, match=r"(?s)bug in datakit.*ZeroDivisionError: index 31"):
         list(ReaderPool(functools.partial(fails_at, 31), 2).map(iter(CHUNKS)))
+
+
+def test_an_exception_that_does_not_pickle_still_comes_back_as_the_shared_failure_value():
+    # The reader sends the loader's WorkerFailure without the exception's class, so any exception
+    # crosses; a failure to pickle it would otherwise kill the reader and hide the traceback.
+    with pytest.raises(ReaderFailed, match=r"(?s)reader process \d+ failed; this is a bug in datakit.*"
+                       r"Unpicklable: index 31 and an unpicklable error"):
+        list(ReaderPool(functools.partial(raises_unpicklable, 31), 2).map(iter(CHUNKS)))
 
 
 def test_a_reader_that_dies_is_named_with_its_signal():

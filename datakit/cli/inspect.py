@@ -68,20 +68,7 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
 
 
 def _render(summary: dict[str, Any]) -> str:
-    length = summary["length"]
-    if summary["complete"]:
-        status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
-                  f"by datakit {summary['datakit_version']}")
-        if summary.get("being_written"):
-            status += (f"; BEING WRITTEN: an append by {summary['writer']} is running (readers see the "
-                       "store as it was until it finishes)")
-        records = f"{length} ({summary['skipped']} source file(s) skipped)"
-    elif summary.get("being_written"):
-        status = f"BEING WRITTEN: {summary['problem']}"
-        records = f"{length} committed so far"
-    else:
-        status = f"INCOMPLETE: {summary['problem']}"
-        records = f"{length} committed so far"
+    status, records = _status_and_records(summary)
     lines = [
         f"store       {summary['path']} ({summary['backend']})",
         f"status      {status}",
@@ -103,15 +90,7 @@ def _render(summary: dict[str, Any]) -> str:
     if summary["width_range"]:
         (w0, w1), (h0, h1) = summary["width_range"], summary["height_range"]
         lines.append(f"image size  width {w0}..{w1}, height {h0}..{h1}")
-    notes = []
-    if summary.get("exif_oriented"):
-        how = "stored upright" if summary.get("exif_transpose") else "stored as in the files"
-        notes.append(f"{summary['exif_oriented']} image(s) with an EXIF orientation, {how}")
-    if summary.get("high_bit_depth"):
-        notes.append(f"{summary['high_bit_depth']} 16-bit or float image(s) scaled to 8 bits")
-    if summary.get("max_side"):
-        notes.append(f"--max-side {summary['max_side']} --quality {summary['quality']}: "
-                     f"{summary['downscaled']} image(s) stored downscaled")
+    notes = _image_notes(summary)
     if notes:
         lines.append(f"notes       {'; '.join(notes)}")
     lines.append(f"classes     {len(summary['classes'])}{_class_order(summary)}")
@@ -129,6 +108,35 @@ def _render(summary: dict[str, Any]) -> str:
     if "skipped_files" in summary:
         lines.extend(_render_skipped(summary))
     return "\n".join(lines)
+
+
+def _status_and_records(summary: dict[str, Any]) -> tuple[str, str]:
+    """The ``status`` and ``records`` lines: complete or not, and whether a conversion writes it now."""
+    length = summary["length"]
+    if summary["complete"]:
+        status = (f"complete, format version {summary['format_version']}, created {summary['created']} "
+                  f"by datakit {summary['datakit_version']}")
+        if summary.get("being_written"):
+            status += (f"; BEING WRITTEN: an append by {summary['writer']} is running (readers see the "
+                       "store as it was until it finishes)")
+        return status, f"{length} ({summary['skipped']} source file(s) skipped)"
+    if summary.get("being_written"):
+        return f"BEING WRITTEN: {summary['problem']}", f"{length} committed so far"
+    return f"INCOMPLETE: {summary['problem']}", f"{length} committed so far"
+
+
+def _image_notes(summary: dict[str, Any]) -> list[str]:
+    """What conversion did to some images: EXIF orientation, bit depth, downscaling."""
+    notes = []
+    if summary.get("exif_oriented"):
+        how = "stored upright" if summary.get("exif_transpose") else "stored as in the files"
+        notes.append(f"{summary['exif_oriented']} image(s) with an EXIF orientation, {how}")
+    if summary.get("high_bit_depth"):
+        notes.append(f"{summary['high_bit_depth']} 16-bit or float image(s) scaled to 8 bits")
+    if summary.get("max_side"):
+        notes.append(f"--max-side {summary['max_side']} --quality {summary['quality']}: "
+                     f"{summary['downscaled']} image(s) stored downscaled")
+    return notes
 
 
 def _class_order(summary: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ without a reorder buffer. At most ``window`` chunks per reader are in flight.
 
 Readers die with the conversion: they arm the parent-death signal and check
 their parent while waiting and while sending
-(:class:`datakit.loader.lifeline.ParentLink`), and the main process notices a
+(:class:`datakit.procs.lifeline.ParentLink`), and the main process notices a
 reader that died and says which, with its exit code or signal.
 """
 
@@ -20,15 +20,14 @@ import multiprocessing
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
 from datakit.errors import DatakitError, option
-from datakit.loader import channel
-from datakit.loader.lifeline import ParentLink
+from datakit.procs import channel
+from datakit.procs.failure import WorkerFailure
+from datakit.procs.lifeline import ParentLink
 
 __all__ = ["ReaderFailed", "ReaderPool"]
 
@@ -39,11 +38,10 @@ _POLL_SECONDS = 0.5
 class ReaderFailed(DatakitError):
     """A reader process died (killed, out of memory), or raised: a bug, since bad files are results."""
 
-
-@dataclass(frozen=True)
-class _Failure:
-    where: str
-    text: str
+    @classmethod
+    def from_failure(cls, failure: WorkerFailure) -> ReaderFailed:
+        """The error for an exception a reader sent back as a value: where, and its traceback there."""
+        return cls(f"{failure.where} failed; this is a bug in datakit:\n{failure.traceback}")
 
 
 class ReaderPool(Generic[_T]):
@@ -111,8 +109,8 @@ class ReaderPool(Generic[_T]):
             except EOFError:
                 raise _died(processes[reader]) from None
             received += 1
-            if isinstance(answer, _Failure):
-                raise ReaderFailed(f"{answer.where} failed; this is a bug in datakit:\n{answer.text}")
+            if isinstance(answer, WorkerFailure):
+                raise ReaderFailed.from_failure(answer)
             send_more()
             yield answer
 
@@ -133,8 +131,8 @@ def _serve(work: Callable[[list[int]], list[Any]], link: ParentLink, tasks: Conn
                 return
             try:
                 answer: Any = work(chunk)
-            except Exception:
-                answer = _Failure(where, traceback.format_exc())
+            except Exception:  # sent without the exception's class: it always pickles
+                answer = WorkerFailure.capture(where, chunk).without_type()
             channel.send(results, answer, link.alive)
     except (EOFError, BrokenPipeError, ConnectionResetError, channel.PeerGoneError, KeyboardInterrupt):
         return  # the conversion closed its ends, is gone, or was interrupted

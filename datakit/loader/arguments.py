@@ -1,4 +1,4 @@
-"""Checks of the loader's worker arguments, with torch's words.
+"""Checks of the loader's arguments (sampling, then workers), with torch's words.
 
 Users and tools match on torch's messages, so each refusal torch makes reads
 as torch's does. One value torch lets through to a late ``AssertionError``
@@ -10,10 +10,87 @@ user input, and under ``python -O`` it is gone.
 
 from __future__ import annotations
 
-__all__ = ["check_worker_arguments", "prefetch_per_worker"]
+from typing import Any, Literal
+
+from datakit.loader.datapipes import apply_shuffle, is_iter_datapipe
+
+__all__ = ["check_sampling_arguments", "check_worker_arguments", "prefetch_per_worker", "is_positive_int"]
 
 # torch's default number of batches in flight per worker.
 DEFAULT_PREFETCH_FACTOR = 2
+
+
+def check_sampling_arguments(
+    dataset: Any,
+    is_iterable: bool,
+    shuffle: bool | Literal["lazy"] | None,
+    sampler: Any,
+    batch_sampler: Any,
+    batch_size: int | None,
+    drop_last: bool,
+) -> tuple[bool | Literal["lazy"] | None, int | None, bool]:
+    """Validates how ``DataLoader(...)`` picks samples; returns ``shuffle, batch_size, drop_last`` to keep.
+
+    An ``IterDataPipe`` graph is told to shuffle or not here, as torch's loader
+    does (``apply_shuffle``): it orders its own samples.
+
+    Args:
+        dataset, shuffle, sampler, batch_sampler, batch_size, drop_last: As given to the loader.
+        is_iterable: ``dataset`` is an ``IterableDataset``.
+
+    Returns:
+        ``shuffle`` as a bool (``"lazy"`` kept; None kept for an iterable
+        dataset), and ``batch_size`` None and ``drop_last`` False when a
+        ``batch_sampler`` does the batching.
+
+    Raises:
+        ValueError: For torch's refusals (options that exclude each other, or
+            that an iterable dataset cannot take), in torch's words; for a
+            ``shuffle`` that is not a bool, None or ``"lazy"``.
+    """
+    if isinstance(shuffle, str) and shuffle != "lazy":
+        raise ValueError(f"shuffle should be True, False, None or 'lazy', but got shuffle={shuffle!r}")
+    if is_iterable:
+        if isinstance(shuffle, str):
+            raise ValueError(
+                "DataLoader with IterableDataset: shuffle='lazy' permutes a map-style dataset's indices; "
+                "an IterableDataset orders its own samples"
+            )
+        if is_iter_datapipe(dataset):
+            apply_shuffle(dataset, shuffle)  # a DataPipe graph shuffles itself, as in torch
+        elif shuffle not in {False, None}:
+            raise ValueError(
+                "DataLoader with IterableDataset: expected unspecified shuffle option, "
+                f"but got shuffle={shuffle}"
+            )
+        if sampler is not None:
+            raise ValueError(
+                "DataLoader with IterableDataset: expected unspecified sampler option, "
+                f"but got sampler={sampler}"
+            )
+        if batch_sampler is not None:
+            raise ValueError(
+                "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
+                f"but got batch_sampler={batch_sampler}"
+            )
+    elif shuffle != "lazy":
+        shuffle = bool(shuffle)
+    if sampler is not None and shuffle:
+        raise ValueError("sampler option is mutually exclusive with shuffle")
+    if batch_sampler is not None:
+        if batch_size != 1 or shuffle or sampler is not None or drop_last:
+            raise ValueError(
+                "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                "and drop_last"
+            )
+        batch_size = None
+        drop_last = False
+    elif batch_size is None and drop_last:
+        raise ValueError(
+            "batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
+        )
+
+    return shuffle, batch_size, drop_last
 
 
 def check_worker_arguments(
@@ -69,3 +146,8 @@ def prefetch_per_worker(prefetch_factor: int | None) -> int:
             f"the batches each worker loads in advance, but got prefetch_factor={prefetch_factor}"
         )
     return prefetch_factor
+
+
+def is_positive_int(value: object) -> bool:
+    """Whether ``value`` is an int above 0 (a bool is not an int here, as in torch's checks)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -2,20 +2,24 @@
 
 The loader knows no stores (``docs/loader.md``, "Batch-native transport"), so
 a dataset that can decode a batch straight into memory the loader owns says
-so by satisfying :class:`SupportsBatchSlots`. datakit's
-:class:`~datakit.StoreDataset` (and so ``LMDBDataset`` and ``MongoDataset``)
-does; any other dataset with the same two methods gets the same fast path.
+so by satisfying :class:`SupportsBatchSlots`, and, when a batch read that way
+needs one more step (uint8 pixels to normalised floats), by satisfying
+:class:`SupportsBatchFinish` too. datakit's :class:`~datakit.StoreDataset`
+(and so ``LMDBDataset`` and ``MongoDataset``) does both; any other dataset
+with the same members gets the same fast path. The loader looks for nothing
+else on a dataset.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import numpy as np
 import torch
 
-__all__ = ["SupportsBatchSlots", "supports_batch_slots", "batch_finisher"]
+__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "supports_batch_slots", "batch_finisher"]
 
 
 @runtime_checkable
@@ -42,7 +46,7 @@ class SupportsBatchSlots(Protocol):
 
         The result must equal ``default_collate([dataset[i] for i in indices])``
         (``[images, labels]``) written into the arrays, after the dataset's
-        optional ``finish_batch(images)`` (see :func:`batch_finisher`).
+        optional ``finish_batch`` step (:class:`SupportsBatchFinish`).
 
         Args:
             indices: The batch's indices.
@@ -65,22 +69,48 @@ _MEMBERS = tuple(
 )
 
 
-def batch_finisher(dataset: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """What the dataset's optional ``batch_finish()`` returns: a per-batch step, or None.
+@runtime_checkable
+class SupportsBatchFinish(Protocol):
+    """Optional, beside :class:`SupportsBatchSlots`: one step more for each batch read into a slot.
 
     A dataset whose samples are floats made from uint8 pixels (a normalised
-    image) writes the uint8 pixels into the slot, a quarter of the bytes,
-    and returns from ``batch_finish()`` a function that turns such a uint8
-    image batch into the batch ``__getitems__`` + ``default_collate`` would
-    give, as a new tensor. The loader applies it to each batch that came
-    through a slot, once per batch, as late as it can: on the device after
-    the copy when the loader has one, else in the main process as the batch
-    leaves its slot.
+    image) writes the uint8 pixels into the slot, a quarter of the bytes, and
+    gives as ``finish_batch`` a function that turns such a uint8 image batch
+    into the batch ``__getitems__`` + ``default_collate`` would give, as a new
+    tensor. The loader applies it to each batch that came through a slot,
+    once per batch, as late as it can: on the device after the copy when the
+    loader has one, else in the main process as the batch leaves its slot.
+
+    ``finish_batch`` may be a method ``finish_batch(images)`` or, as on
+    :class:`~datakit.StoreDataset`, a property that gives such a function, or
+    None when this dataset's batches need no step. A dataset without the
+    member still satisfies :class:`SupportsBatchSlots`: its slots hold the
+    final batch.
     """
-    batch_finish = getattr(dataset, "batch_finish", None)
-    if not callable(batch_finish):
-        return None
-    finish = batch_finish()
+
+    @property
+    def finish_batch(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The per-batch step (uint8 image batch in, the batch the dataset gives out), or None."""
+        ...
+
+
+def batch_finisher(dataset: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The dataset's per-batch step (:class:`SupportsBatchFinish`), or None when it has none.
+
+    A dataset written for an earlier datakit may instead have the hook's old
+    name, a method ``batch_finish()`` that returns the step: it still works,
+    with a ``DeprecationWarning`` that names the new one.
+    """
+    finish = getattr(dataset, "finish_batch", None)
+    if finish is None and callable(getattr(dataset, "batch_finish", None)):
+        warnings.warn(
+            f"{type(dataset).__name__}.batch_finish() is deprecated: name the per-batch step finish_batch "
+            "(a method finish_batch(images), or a property giving the step or None; see "
+            "datakit.loader.batchpath.SupportsBatchFinish)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        finish = dataset.batch_finish()
     return finish if callable(finish) else None
 
 

@@ -19,20 +19,15 @@ from typing import Any, Generic, Literal, TypeVar
 import torch
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
-from datakit.loader.arguments import check_worker_arguments
+from datakit.loader.arguments import check_sampling_arguments, check_worker_arguments
+from datakit.loader.batch_sampler import BatchSampler, InfiniteConstantSampler
 from datakit.loader.collate import default_collate, default_convert
-from datakit.loader.datapipes import apply_shuffle, is_iter_datapipe
 from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, parse_device, select_backend
+from datakit.loader.index_samplers import RandomSampler, SequentialSampler
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
+from datakit.loader.lazy_sampler import LazyRandomSampler
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.resume import EpochKeeper
-from datakit.loader.samplers import (
-    BatchSampler,
-    InfiniteConstantSampler,
-    LazyRandomSampler,
-    RandomSampler,
-    SequentialSampler,
-)
 
 __all__ = ["DataLoader"]
 
@@ -133,58 +128,11 @@ class DataLoader(Generic[T]):
         self.in_order = in_order
         self._is_iterable = isinstance(dataset, IterableDataset)
 
-        if isinstance(shuffle, str) and shuffle != "lazy":
-            raise ValueError(f"shuffle should be True, False, None or 'lazy', but got shuffle={shuffle!r}")
-        if self._is_iterable:
-            if isinstance(shuffle, str):
-                raise ValueError(
-                    "DataLoader with IterableDataset: shuffle='lazy' permutes a map-style dataset's indices; "
-                    "an IterableDataset orders its own samples"
-                )
-            if is_iter_datapipe(dataset):
-                apply_shuffle(dataset, shuffle)  # a DataPipe graph shuffles itself, as in torch
-            elif shuffle not in {False, None}:
-                raise ValueError(
-                    "DataLoader with IterableDataset: expected unspecified shuffle option, "
-                    f"but got shuffle={shuffle}"
-                )
-            if sampler is not None:
-                raise ValueError(
-                    "DataLoader with IterableDataset: expected unspecified sampler option, "
-                    f"but got sampler={sampler}"
-                )
-            if batch_sampler is not None:
-                raise ValueError(
-                    "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
-                    f"but got batch_sampler={batch_sampler}"
-                )
-        elif shuffle != "lazy":
-            shuffle = bool(shuffle)
-        if sampler is not None and shuffle:
-            raise ValueError("sampler option is mutually exclusive with shuffle")
-        if batch_sampler is not None:
-            if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError(
-                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
-                    "and drop_last"
-                )
-            batch_size = None
-            drop_last = False
-        elif batch_size is None and drop_last:
-            raise ValueError(
-                "batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
-            )
-
+        shuffle, batch_size, drop_last = check_sampling_arguments(
+            dataset, self._is_iterable, shuffle, sampler, batch_sampler, batch_size, drop_last
+        )
         if sampler is None:
-            if self._is_iterable:
-                sampler = InfiniteConstantSampler()
-            elif shuffle == "lazy":
-                sampler = LazyRandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
-            elif shuffle:
-                _warn_if_large(dataset)
-                sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
-            else:
-                sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
+            sampler = default_sampler(dataset, self._is_iterable, shuffle, generator)
         if batch_size is not None and batch_sampler is None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
 
@@ -360,6 +308,24 @@ class DataLoader(Generic[T]):
             )
 
 
+def default_sampler(
+    dataset: Any, is_iterable: bool, shuffle: bool | Literal["lazy"] | None, generator: torch.Generator | None
+) -> Sampler[Any]:
+    """The sampler torch's loader builds when none is given (``"lazy"``: datakit's on-the-fly order).
+
+    Warns, at the user's ``DataLoader(...)`` line, when ``shuffle=True`` would
+    materialise a permutation of a very large dataset.
+    """
+    if is_iterable:
+        return InfiniteConstantSampler()
+    if shuffle == "lazy":
+        return LazyRandomSampler(dataset, generator=generator)
+    if shuffle:
+        _warn_if_large(dataset)
+        return RandomSampler(dataset, generator=generator)
+    return SequentialSampler(dataset)
+
+
 def _warn_if_large(dataset: Any) -> None:
     """shuffle=True materialises a permutation of the dataset per epoch: say so when that costs seconds."""
     try:
@@ -371,5 +337,5 @@ def _warn_if_large(dataset: Any) -> None:
             f"DataLoader(shuffle=True) over {length} samples materialises a permutation of all of them "
             "at every epoch start (seconds and gigabytes at this size); shuffle='lazy' computes the order "
             "on the fly in O(1) memory (another order than torch's; see docs/performance.md)",
-            stacklevel=3,  # the user's DataLoader(...) line
+            stacklevel=4,  # the user's DataLoader(...) line, through default_sampler and __init__
         )

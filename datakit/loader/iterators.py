@@ -4,8 +4,9 @@ Both work from the :class:`~datakit.loader.plan.LoaderPlan` the loader gives
 them, and report each pass to its :class:`~datakit.loader.resume.EpochKeeper`.
 :class:`SingleProcessIterator` fetches in the calling thread;
 :class:`MultiProcessIterator` drives a :class:`~datakit.loader.pool.WorkerPool`
-with a :class:`~datakit.loader.ordering.TaskLedger`, optionally through a pin
-thread. Both deliver through a :class:`~datakit.loader.pipeline.BatchPipeline`
+with a :class:`~datakit.loader.ordering.TaskLedger` and takes its results from
+a :class:`~datakit.loader.results.ResultSource` (the pool, or a pin thread).
+Both deliver through a :class:`~datakit.loader.batch_stages.BatchStages`
 (settle, pin, stage). Random numbers are drawn in the order torch's iterators
 draw them: the sampler iterator is created, then the base seed is drawn from
 the loader's generator, then indices are drawn.
@@ -15,41 +16,34 @@ from __future__ import annotations
 
 import functools
 import multiprocessing.process
-import queue
-import threading
-import time
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from datakit.loader.arguments import prefetch_per_worker
+from datakit.loader.batch_stages import BatchStages
 from datakit.loader.batchpath import batch_finisher
 from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.epoch_seed import epoch_seed_set
-from datakit.loader.failure import WorkerFailure, too_many_open_files
 from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
 from datakit.loader.ordering import END, Delivery, TaskLedger
-from datakit.loader.pinning import pin_loop
-from datakit.loader.pipeline import BatchPipeline
 from datakit.loader.plan import LoaderPlan
-from datakit.loader.pool import WorkerDiedError, WorkerPool, resolve_context
-from datakit.loader.protocol import Exhausted, Resume, SlotTask, ThreadFailed
+from datakit.loader.pool import WorkerPool, resolve_context
+from datakit.loader.protocol import Exhausted, Resume, SlotTask
+from datakit.loader.results import ResultSource, WorkerResources
 from datakit.loader.resume import EpochKeeper
 from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
 from datakit.loader.worker import WorkerConfig, draw_base_seed
+from datakit.procs.failure import WorkerFailure
 
 __all__ = ["SingleProcessIterator", "MultiProcessIterator"]
 
-# Seconds between liveness checks while waiting for a result.
-_POLL_SECONDS = 0.5
-
 
 class _BaseIterator:
-    """What both iterators share: sampler iteration, seeding, and delivery through the pipeline."""
+    """What both iterators share: sampler iteration, seeding, and delivery through the batch stages."""
 
-    _pipeline: BatchPipeline  # set by each subclass once its parts exist
+    _stages: BatchStages  # set by each subclass once its parts exist
 
     def __init__(self, plan: LoaderPlan, epochs: EpochKeeper) -> None:
         self._epochs = epochs
@@ -93,7 +87,7 @@ class _BaseIterator:
 
     def __next__(self) -> Any:
         try:
-            data = self._pipeline.stage(self._next_data)
+            data = self._stages.stage(self._next_data)
         except StopIteration:
             self._progress.record_end()
             raise
@@ -136,7 +130,7 @@ class _BaseIterator:
         )  # the workers keep the base seed they were started with
         self._num_yielded = 0
         self._reported_length = plan.reported_length
-        self._pipeline.reset()
+        self._stages.reset()
 
 
 class SingleProcessIterator(_BaseIterator):
@@ -151,7 +145,7 @@ class SingleProcessIterator(_BaseIterator):
         self._fetcher = self._make_fetcher()(
             self._dataset, self._collate_fn, self._auto_collation, self._drop_last
         )
-        self._pipeline = BatchPipeline(plan.device_backend, plan.pin_backend)
+        self._stages = BatchStages(plan.device_backend, plan.pin_backend)
 
     def _fetch_next(self) -> Any:
         indices = next(self._sampler_iter)
@@ -165,26 +159,7 @@ class SingleProcessIterator(_BaseIterator):
         return data
 
     def _next_data(self) -> Any:
-        return self._pipeline.pin(self._fetch_next())
-
-
-@dataclass
-class _Resources:
-    """What must be released when an iterator goes away; holds no reference to the iterator."""
-
-    pool: WorkerPool
-    done: threading.Event = field(default_factory=threading.Event)
-    pin_thread: threading.Thread | None = None
-    closed: bool = False
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.done.set()
-        if self.pin_thread is not None and self.pin_thread is not threading.current_thread():
-            self.pin_thread.join(timeout=10 * _POLL_SECONDS)
-        self.pool.shutdown()
+        return self._stages.pin(self._fetch_next())
 
 
 class MultiProcessIterator(_BaseIterator):
@@ -194,8 +169,6 @@ class MultiProcessIterator(_BaseIterator):
         super().__init__(plan, epochs)
         prefetch_factor = prefetch_per_worker(plan.prefetch_factor)  # reassignable after construction
         self._persistent = plan.persistent_workers
-        self._timeout = float(plan.timeout)
-        self._timeout_as_given = plan.timeout  # torch's message shows it as given: "1 seconds"
         self._ended = False
         self._ledger = TaskLedger(plan.num_workers, prefetch_factor, plan.in_order)
         self._slots = self._make_slots(plan)
@@ -214,10 +187,10 @@ class MultiProcessIterator(_BaseIterator):
             shared_seed=self._shared_seed,
             epoch=self._progress.epoch,
         )
-        self._resources = _Resources(WorkerPool(config, resolve_context(plan.multiprocessing_context)))
+        self._resources = WorkerResources(WorkerPool(config, resolve_context(plan.multiprocessing_context)))
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._pool = self._resources.pool
-        self._pipeline = BatchPipeline(
+        self._stages = BatchStages(
             plan.device_backend,
             plan.pin_backend,
             in_flight=self._ledger.capacity,
@@ -225,25 +198,7 @@ class MultiProcessIterator(_BaseIterator):
             should_stop=self._resources.done.is_set,
             finish=batch_finisher(self._dataset) if self._slots is not None else None,
         )
-        self._results: queue.Queue[Any] | None = None
-        if self._pipeline.pins:
-            self._results = queue.Queue()
-            thread = threading.Thread(
-                target=pin_loop,
-                args=(
-                    # nothing bound to the iterator: the thread must not keep it alive
-                    self._pool.receive,
-                    self._pipeline.settle_and_pin,
-                    self._results,
-                    self._resources.done,
-                    _POLL_SECONDS,
-                    self._pipeline.bind_thread,
-                ),
-                name="datakit-loader-pin",
-                daemon=True,
-            )
-            self._resources.pin_thread = thread
-            thread.start()
+        self._source = ResultSource(self._resources, self._stages, plan.timeout)  # starts the pin thread
         # torch's iterator draws a second shared seed here (for its own copy of the graph, which it
         # never iterates); drawn and dropped so that the generator stays in step with torch's
         self._draw_shared_seed(plan)
@@ -304,52 +259,6 @@ class MultiProcessIterator(_BaseIterator):
             task = SlotTask(index, slot)
         self._pool.send(worker_id, (task_id, task))
 
-    def _receive(self) -> tuple[int, int, Any]:
-        """The next result from any worker: ``(worker_id, task_id, payload)``.
-
-        Raises:
-            RuntimeError: ``timeout`` passed, a worker died, or the pin thread failed.
-        """
-        deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
-        while True:
-            wait = (
-                _POLL_SECONDS
-                if deadline is None
-                else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
-            )
-            try:
-                item = self._receive_once(wait)
-            except WorkerDiedError:
-                raise
-            except Exception as error:
-                advice = too_many_open_files()  # receiving fails obscurely at the descriptor limit
-                if advice is not None:
-                    raise advice from error
-                raise
-            if item is not None:
-                return item
-            if deadline is not None and time.monotonic() >= deadline:
-                raise RuntimeError(f"DataLoader timed out after {self._timeout_as_given} seconds")
-
-    def _receive_once(self, wait: float) -> tuple[int, int, Any] | None:
-        if self._results is None:
-            received = self._pool.receive(wait)
-            if received is None:
-                return None
-            worker_id, (task_id, payload) = received
-            return worker_id, task_id, self._pipeline.settle(task_id, payload)
-        try:
-            item = self._results.get(timeout=wait)
-        except queue.Empty:
-            thread = self._resources.pin_thread
-            if thread is not None and not thread.is_alive():
-                raise RuntimeError("DataLoader pin memory thread exited unexpectedly") from None
-            return None
-        if isinstance(item, ThreadFailed):
-            raise item.error
-        worker_id, task_id, payload = item
-        return worker_id, task_id, payload
-
     def _next_data(self) -> Any:
         if self._resources.closed:
             if self._ended:
@@ -365,12 +274,12 @@ class MultiProcessIterator(_BaseIterator):
             if isinstance(step, Delivery):
                 return self._process(step)
             try:
-                worker_id, task_id, payload = self._receive()
+                worker_id, task_id, payload = self._source.next()
             except BaseException:
                 self.shutdown()  # a dead worker, a timeout or a failed pin thread ends the epoch
                 raise
             if not self._ledger.is_current(task_id):
-                self._pipeline.discard(payload)  # an answer to an earlier epoch's task
+                self._stages.discard(payload)  # an answer to an earlier epoch's task
             elif isinstance(payload, Exhausted):
                 self._ledger.record_exhausted(task_id, worker_id)
                 if not self._persistent:

@@ -2,7 +2,7 @@
 
 The pin thread sits between the workers and the main thread: it receives each
 result from the worker pool, runs the settle and pin stages of the iterator's
-:class:`~datakit.loader.pipeline.BatchPipeline` on it (a pinned copy, or a
+:class:`~datakit.loader.batch_stages.BatchStages` on it (a pinned copy, or a
 copy into a reused pinned buffer when batches go on to a device, see
 :mod:`datakit.loader.staging`), and queues it for the main thread. Failures,
 including the pool's "a worker died", travel to the main thread as values.
@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from datakit.loader.failure import WorkerFailure
 from datakit.loader.protocol import Result, ThreadFailed
+from datakit.procs.failure import WorkerFailure
 
 __all__ = ["pin_loop"]
 

@@ -19,11 +19,11 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from datakit.loader import channel
-from datakit.loader.failure import describe_worker_exit
-from datakit.loader.lifeline import ParentLink
+from datakit.loader.fatal import describe_worker_exit
 from datakit.loader.protocol import STOP, Result
 from datakit.loader.worker import WorkerConfig, worker_loop
+from datakit.procs import channel
+from datakit.procs.lifeline import ParentLink
 
 __all__ = ["WorkerPool", "WorkerDiedError", "resolve_context"]
 

@@ -19,7 +19,7 @@ Worker to main:
 
 * ``(task_id, payload)`` where ``payload`` is the batch, a
   :class:`BatchInSlot` (the batch is in its slot), a
-  :class:`~datakit.loader.failure.WorkerFailure`, or :class:`Exhausted` when an
+  :class:`~datakit.procs.failure.WorkerFailure`, or :class:`Exhausted` when an
   iterable dataset ran out in this worker.
 
 The pin thread forwards results to the main thread as

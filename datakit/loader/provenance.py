@@ -33,16 +33,16 @@ from torch.utils.data import SequentialSampler as TorchSequentialSampler
 from torch.utils.data import SubsetRandomSampler as TorchSubsetRandomSampler
 from torch.utils.data import WeightedRandomSampler as TorchWeightedRandomSampler
 
+from datakit.loader.batch_sampler import BatchSampler
 from datakit.loader.distributed import DistributedSampler, DistributedWeightedSampler, ShardedSampler
-from datakit.loader.plan import LoaderPlan
-from datakit.loader.samplers import (
-    BatchSampler,
-    LazyRandomSampler,
+from datakit.loader.index_samplers import (
     RandomSampler,
     SequentialSampler,
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
+from datakit.loader.lazy_sampler import LazyRandomSampler
+from datakit.loader.plan import LoaderPlan
 from datakit.loader.state import DESCRIPTION_FIELDS
 
 __all__ = ["describe", "check_fits"]

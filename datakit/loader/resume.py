@@ -23,16 +23,13 @@ from torch.utils.data import BatchSampler as TorchBatchSampler
 from torch.utils.data import DistributedSampler as TorchDistributedSampler
 from torch.utils.data import SequentialSampler as TorchSequentialSampler
 
+from datakit.loader.batch_sampler import BatchSampler, InfiniteConstantSampler
 from datakit.loader.distributed import ShardedSampler
+from datakit.loader.index_samplers import SequentialSampler
+from datakit.loader.lazy_sampler import LazyRandomSampler
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.progress import PassProgress
 from datakit.loader.provenance import check_fits, describe
-from datakit.loader.samplers import (
-    BatchSampler,
-    InfiniteConstantSampler,
-    LazyRandomSampler,
-    SequentialSampler,
-)
 from datakit.loader.state import (
     BEFORE_BASE_SEED,
     BEFORE_SAMPLER,

@@ -20,12 +20,13 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from datakit.loader import channel, datapipes
+from datakit.loader import datapipes
 from datakit.loader.epoch_seed import set_epoch_seed
-from datakit.loader.failure import WorkerFailure
 from datakit.loader.fetch import Fetcher
-from datakit.loader.lifeline import ParentLink
 from datakit.loader.protocol import STOP, Exhausted, Resume
+from datakit.procs import channel
+from datakit.procs.failure import WorkerFailure
+from datakit.procs.lifeline import ParentLink
 
 __all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "draw_base_seed", "numpy_seed"]
 
@@ -170,7 +171,7 @@ def worker_loop(
         results: Write end of this worker's result pipe.
         stop: Set by the main process at shutdown: skip remaining tasks.
         parent: The loader's process; the worker exits when it is gone
-            (see :mod:`datakit.loader.lifeline`).
+            (see :mod:`datakit.procs.lifeline`).
     """
     global _worker_info
     try:

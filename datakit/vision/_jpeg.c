@@ -168,6 +168,11 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
+/* The libjpeg-turbo release whose headers this module was compiled against (datakit.info()
+ * reports it); libjpeg's API has no call that names the release loaded at run time. */
+#define DATAKIT_STRINGIFY_(token) #token
+#define DATAKIT_STRINGIFY(token) DATAKIT_STRINGIFY_(token)
+
 PyMODINIT_FUNC PyInit__jpeg(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -176,5 +181,11 @@ PyMODINIT_FUNC PyInit__jpeg(void) {
         Py_DECREF(m);
         return NULL;
     }
+#ifdef LIBJPEG_TURBO_VERSION
+    if (PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", DATAKIT_STRINGIFY(LIBJPEG_TURBO_VERSION)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
     return m;
 }

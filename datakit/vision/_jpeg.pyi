@@ -2,6 +2,8 @@ import numpy as np
 
 _Readable = bytes | bytearray | memoryview | np.ndarray
 
+LIBJPEG_TURBO_VERSION: str  # absent when built against another libjpeg
+
 class UnsupportedJpeg(ValueError): ...
 
 def decode_region(

@@ -99,7 +99,7 @@ def compile_transform(transform: object) -> FusedPlan | None:
     flip: RandomHorizontalFlip | None = None
     normalize: Normalize | None = None
     for position, step in enumerate(steps):
-        def refuse(why: str, step: Transform = step, position: int = position) -> ValueError:
+        def refuse(why: str, step: object = step, position: int = position) -> ValueError:
             return ValueError(f"datakit.vision cannot fuse {step!r} at position {position} of {transform!r}: "
                               f"{why}. Fused pipelines are [RandomResizedCrop | Resize, CenterCrop], "
                               "RandomHorizontalFlip, Normalize, in that order, each at most once.")

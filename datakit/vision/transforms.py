@@ -18,7 +18,7 @@ uint8 and become floats once per batch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -239,19 +239,24 @@ class Compose(Transform):
     """Operations applied in order: torchvision's ``Compose``.
 
     Args:
-        transforms: ``datakit.vision`` operations.
+        transforms: ``datakit.vision`` operations and any other callable that
+            torchvision's v2 ``Compose`` would take on tensors (torchvision's
+            own transforms, your functions): each gets a uint8 ``(C, H, W)``
+            tensor. Given to a datakit dataset, the leading crops, resizes and
+            flips are fused into decoding and the rest runs over whole
+            batches where it can (:mod:`datakit.vision.recipe`); the result
+            is the same as calling the operations in order.
     """
 
-    def __init__(self, transforms: Sequence[Transform]) -> None:
-        self.transforms: list[Transform] = []
+    def __init__(self, transforms: Sequence[Callable[[Any], Any]]) -> None:
+        self.transforms: list[Callable[[Any], Any]] = []
         for transform in transforms:
             if isinstance(transform, Compose):
                 self.transforms.extend(transform.transforms)
-            elif isinstance(transform, Transform):
+            elif callable(transform):
                 self.transforms.append(transform)
             else:
-                raise TypeError(f"Compose takes datakit.vision operations, not {transform!r}; "
-                                "for torchvision's transforms use torchvision's Compose")
+                raise TypeError(f"Compose takes operations (callables), not {transform!r}")
 
     def __call__(self, image: Any) -> torch.Tensor:
         result = to_uint8_chw(image)

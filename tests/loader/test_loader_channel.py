@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from datakit.loader import channel
+from datakit.procs import channel
 
 
 def fill(connection) -> None:

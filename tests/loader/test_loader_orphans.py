@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import datakit
-from datakit.loader.lifeline import ParentLink
+from datakit.procs.lifeline import ParentLink
 from tests.loader._loader_helpers import kill_parent_and_watch_workers, read_lines
 
 # Each sample is bigger than a pipe (1 MiB at most), so a worker whose parent
@@ -105,7 +105,7 @@ import multiprocessing
 import os
 import sys
 
-from datakit.loader.lifeline import ParentLink
+from datakit.procs.lifeline import ParentLink
 
 
 def child(link):

@@ -250,3 +250,55 @@ def test_a_sample_of_another_size_in_a_slot_gets_collates_advice():
     ), message
     assert "samples 0 and 1 of the batch are 4x4 and 6x4 images" in message
     assert "datakit.vision.Resize((224, 224))" in message
+
+
+class HalvedPixels(torch.utils.data.Dataset):
+    """Float samples made from uint8 pixels (as a normalising transform makes them): the slots hold uint8."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.full((3, 4, 4), index, dtype=torch.uint8).float() / 2, index
+
+    def batch_sample_shape(self) -> tuple[int, int, int]:
+        return (3, 4, 4)
+
+    def read_batch_into(self, indices, images, labels) -> None:
+        for row, index in enumerate(indices):
+            images[row], labels[row] = index, index  # the uint8 pixels; the halving is the finish step
+
+
+class FinishesBatches(HalvedPixels):
+    def finish_batch(self, images: torch.Tensor) -> torch.Tensor:
+        return images.float() / 2
+
+
+class FinishesBatchesUnderTheOldName(HalvedPixels):
+    def batch_finish(self):  # the hook's name before issue 22: a method that returns the step
+        return lambda images: images.float() / 2
+
+
+def test_the_finish_hook_is_optional_and_declared_by_its_own_protocol():
+    from datakit.loader.batchpath import SupportsBatchFinish, batch_finisher, supports_batch_slots
+
+    without = ShapePromiseBroken()
+    assert supports_batch_slots(without) and not isinstance(without, SupportsBatchFinish)
+    assert batch_finisher(without) is None
+    assert isinstance(FinishesBatches(), SupportsBatchFinish) and supports_batch_slots(FinishesBatches())
+
+
+@pytest.mark.integration
+def test_a_datasets_finish_batch_turns_each_slot_batch_into_its_samples_batch():
+    theirs = list(TorchDataLoader(FinishesBatches(), batch_size=4))
+    ours = list(datakit.DataLoader(FinishesBatches(), batch_size=4, num_workers=2))
+    assert ours[0][0].dtype == torch.float32  # not the slot's uint8: the step ran
+    assert_same([ours], [theirs])
+
+
+@pytest.mark.integration
+def test_the_old_hook_name_still_finishes_batches_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match=r"FinishesBatchesUnderTheOldName\.batch_finish\(\) is "
+                      r"deprecated: name the per-batch step finish_batch"):
+        ours = list(datakit.DataLoader(FinishesBatchesUnderTheOldName(), batch_size=4, num_workers=2))
+    assert_same([ours], [list(TorchDataLoader(FinishesBatches(), batch_size=4))])

@@ -15,7 +15,7 @@ so the write never fails either. So:
   (or through a fork server, whose own main thread starts them and which exits
   with the main process). Workers started from another thread rely on:
 * Everywhere, :meth:`ParentLink.alive` is checked by the worker loop between
-  task waits and by :func:`datakit.loader.channel.send` between waits for room
+  task waits and by :func:`datakit.procs.channel.send` between waits for room
   in the result pipe, including in the middle of a large message.
 """
 

@@ -1,4 +1,4 @@
-"""The batch pipeline: what happens to a batch between the worker's answer and the training loop.
+"""The batch stages: what happens to a batch between the worker's answer and the training loop.
 
 Three named stages, built once per iterator from the loader's backends:
 
@@ -17,8 +17,8 @@ Three named stages, built once per iterator from the loader's backends:
    copies pinned batches to the device one batch ahead of the consumer, and
    the finish step runs there, on the device: uint8 crosses the bus.
 
-The pipeline holds no reference to its iterator, so the pin thread, which
-calls it, does not keep the iterator alive.
+The stages hold no reference to their iterator, so the pin thread, which
+calls them, does not keep the iterator alive.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any
 import torch
 
 from datakit.loader.device import DeviceBackend
-from datakit.loader.failure import WorkerFailure
 from datakit.loader.nested import map_tensors
 from datakit.loader.protocol import BatchInSlot, Exhausted
 from datakit.loader.slots import BatchSlots
 from datakit.loader.staging import DeviceStager, Pinned, PinnedRing
+from datakit.procs.failure import WorkerFailure
 
-__all__ = ["BatchPipeline"]
+__all__ = ["BatchStages"]
 
 # Extra ring slots beyond the tasks in flight: one being filled, one spare.
 _RING_SPARE_SLOTS = 2
@@ -46,7 +46,7 @@ def _never() -> bool:
     return False
 
 
-class BatchPipeline:
+class BatchStages:
     """Settles, pins and stages one iterator's batches.
 
     Args:

@@ -1,39 +1,25 @@
-"""Exceptions that cross a process or thread boundary as values, and the loader's fatal messages.
+"""Exceptions that cross a process or thread boundary as values: one type for every process datakit starts.
 
 A worker that fails wraps the exception in a :class:`WorkerFailure` and sends it
-like any result; the main process calls :meth:`WorkerFailure.reraise` when it
-reaches that result, so the error surfaces in the training loop at the batch it
-belongs to, with its original type.
-
-A worker that dies, or a main process that runs out of file descriptors, is
-reported with torch's own words first (users and tools search for them), then
-datakit's detail: :func:`describe_worker_exit`, :func:`too_many_open_files`.
+like any result. The loader's main process calls :meth:`WorkerFailure.reraise`
+when it reaches that result, so the error surfaces in the training loop at the
+batch it belongs to, with its original type; conversion's reader pool raises
+it as a ``ReaderFailed`` (a ``DatakitError``) with the remote traceback. A
+worker that dies instead is reported by whoever started it
+(:mod:`datakit.loader.fatal` for the loader).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
 import pickle
 import reprlib
-import signal
 import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-__all__ = ["WorkerFailure", "describe_worker_exit", "too_many_open_files", "TOO_MANY_OPEN_FILES"]
-
-# torch's text (torch/utils/data/dataloader.py, _try_get_data), word for word.
-TOO_MANY_OPEN_FILES = (
-    "Too many open files. Communication with the workers is no longer possible. Please increase the "
-    "limit using `ulimit -n` in the shell or change the sharing strategy by calling "
-    "`torch.multiprocessing.set_sharing_strategy('file_system')` at the beginning of your code"
-)
-
-# Files that must still open for the process not to count as out of descriptors (torch's margin).
-_FD_MARGIN = 10
+__all__ = ["WorkerFailure"]
 
 _indices_repr = reprlib.Repr()
 _indices_repr.maxlist = 16
@@ -42,7 +28,7 @@ _indices_repr.maxlevel = 2
 
 @dataclass(frozen=True)
 class WorkerFailure:
-    """An exception raised where a batch was produced, carried as a value.
+    """An exception raised in another process or thread (where a batch was produced), carried as a value.
 
     Attributes:
         exc_type: The exception's class, or None when it could not be pickled.
@@ -50,7 +36,7 @@ class WorkerFailure:
         message: ``str()`` of the exception.
         traceback: The formatted traceback where it was raised.
         where: Where it happened, e.g. ``"DataLoader worker 1 (pid 4242)"``.
-        indices: The sample indices of the batch being produced.
+        indices: The sample indices of the batch (or chunk) being produced.
         pickled: The exception itself, pickled in the worker, for types that
             cannot be rebuilt from a message alone (such as
             ``CorruptRecordError(key, reason)``); None when it does not pickle.
@@ -165,59 +151,3 @@ def _safe(indices: Any) -> Any:
         return int(indices)
     except (TypeError, ValueError):
         return _indices_repr.repr(indices)
-
-
-def describe_worker_exit(worker_id: int, pid: int | None, exitcode: int | None) -> str:
-    """The message for a worker that exited without being told to.
-
-    torch's sentence comes first, as torch words it (its signal handler's
-    ``strsignal`` name, or the exit code), so that searches and log matchers
-    written for torch find it; datakit's detail follows: the worker's index,
-    the signal's symbolic name and what to try.
-    """
-    if exitcode is not None and exitcode < 0:
-        number = -exitcode
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        text = f"DataLoader worker (pid {pid}) is killed by signal: {signal.strsignal(number) or name}. "
-        if number == getattr(signal, "SIGBUS", None):
-            text += (
-                "It is possible that dataloader's workers are out of shared memory. "
-                "Please try to raise your shared memory limit. "
-            )
-        return (
-            text + f"(datakit: worker {worker_id} was killed by {name} ({number}). If it was killed by "
-            "SIGKILL, the machine may be out of memory (the OOM killer); try fewer workers, a smaller "
-            "batch or prefetch_factor.)"
-        )
-    if exitcode:
-        return (
-            f"DataLoader worker (pid {pid}) exited unexpectedly with exit code {exitcode}. Details are "
-            "lost due to multiprocessing. Rerunning with num_workers=0 may give better error trace. "
-            f"(datakit: worker {worker_id}.)"
-        )
-    state = "exited unexpectedly with exit code 0" if exitcode == 0 else "is no longer reachable"
-    return f"DataLoader worker (pid(s) {pid}) exited unexpectedly (datakit: worker {worker_id} {state}.)"
-
-
-def too_many_open_files() -> RuntimeError | None:
-    """torch's advice as an error when this process is out of file descriptors, else None.
-
-    Call it when receiving a batch failed: each tensor a worker sends arrives
-    as a file descriptor, and at the limit the receive fails with the
-    meaningless ``received 0 items of ancdata``. As torch does, the check is
-    whether a few more files can still be opened.
-    """
-    opened: list[int] = []
-    try:
-        for _ in range(_FD_MARGIN):
-            opened.append(os.open(os.devnull, os.O_RDONLY))
-    except OSError as error:
-        if error.errno == errno.EMFILE:
-            return RuntimeError(TOO_MANY_OPEN_FILES)
-    finally:
-        for descriptor in opened:
-            os.close(descriptor)
-    return None

@@ -1,0 +1,236 @@
+"""How a ``datakit.vision.Compose`` runs fast: a fused prefix, batched steps, a per-batch end.
+
+A recipe such as torchvision's classification reference::
+
+    Compose([RandomResizedCrop(176), RandomHorizontalFlip(), TrivialAugmentWide(),
+             Normalize(mean, std), RandomErasing(0.1), RandomChoice([MixUp(...), CutMix(...)])])
+
+is split, in its own order, into:
+
+1. the **fused prefix**: the leading crops, resizes and flips that run inside
+   JPEG decoding (:mod:`datakit.vision.fused`), sample by sample;
+2. the **pixel steps**: everything else before ``Normalize``, on the uint8
+   ``(N, C, H, W)`` batch: a :class:`~datakit.vision.augment.SampleOp` runs
+   over the whole batch (each sample's own draw, samples grouped by what they
+   drew); any other callable (a torchvision transform, the user's function)
+   runs on each uint8 ``(C, H, W)`` sample, so ``Compose`` never refuses;
+3. ``Normalize``, once per batch;
+4. the **float steps**: per-sample steps after ``Normalize`` (the reference
+   erases after normalising), run like the pixel steps on float batches;
+5. the **batch steps**: MixUp / CutMix, once per batch, labels made soft.
+
+Every per-sample draw is keyed on ``(epoch seed, sample index, step position)``
+and every batch draw on ``(epoch seed, the batch's first index and size, step
+position)`` (:mod:`datakit.vision.randomness`), so batches are the same with
+any worker count and a resumed epoch replays them; a callable that draws from
+torch's global generator gets that generator seeded from the same key. Without
+an epoch seed (outside :class:`datakit.DataLoader`) draws come from torch's
+global generator, as torchvision's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from datakit.vision.augment.base import BatchOp, SampleOp
+from datakit.vision.fused import FusedPlan, compile_transform
+from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
+from datakit.vision.transforms import Compose, Normalize, Transform
+
+__all__ = ["Recipe", "Step", "compile_recipe", "run_sample_steps", "run_batch_steps"]
+
+# Mixed into batch keys so that a batch's draws never equal a sample's.
+_BATCH_KEY = 0xBA7C4
+_TORCH_SEED_MASK = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation of the recipe and its position in the ``Compose`` (part of its random key)."""
+
+    position: int
+    op: Callable[..., Any]
+
+    @property
+    def batched(self) -> bool:
+        """Whether the step runs over whole batches (a :class:`SampleOp`), not sample by sample."""
+        return isinstance(self.op, SampleOp)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A ``datakit.vision`` pipeline split by where each part runs.
+
+    Attributes:
+        fused: the leading geometric operations, run inside decoding.
+        pixel_steps: per-sample steps on uint8 pixels, before ``Normalize``.
+        normalize: the pipeline's ``Normalize``, if any.
+        float_steps: per-sample steps after ``Normalize``.
+        batch_steps: MixUp / CutMix (or a choice between them), last.
+    """
+
+    fused: FusedPlan
+    pixel_steps: tuple[Step, ...] = ()
+    normalize: Normalize | None = None
+    float_steps: tuple[Step, ...] = ()
+    batch_steps: tuple[Step, ...] = ()
+
+    def output_shape(self) -> tuple[int, int, int] | None:
+        """``(3, H, W)`` when every sample leaves the per-sample steps that size, else None.
+
+        Batched operations keep the shape; any other callable might not, so
+        its presence makes the shape unknown (batches then go through collate).
+        """
+        steps = (*self.pixel_steps, *self.float_steps)
+        return self.fused.output_shape() if all(step.batched for step in steps) else None
+
+    @property
+    def finishes(self) -> bool:
+        """Whether anything runs once per batch (``Normalize``, float or batch steps)."""
+        return self.normalize is not None or bool(self.float_steps) or bool(self.batch_steps)
+
+    def describe(self) -> dict[str, list[str]]:
+        """Which operation runs where: ``fused``, ``batched``, ``per sample``, ``per batch``."""
+        fused = [repr(op) for op in (self.fused.crop, self.fused.resize, self.fused.center) if op is not None]
+        if self.fused.flip:
+            fused.append(f"RandomHorizontalFlip(p={self.fused.flip})")
+        steps = (*self.pixel_steps, *self.float_steps)
+        return {
+            "fused": fused,
+            "batched": [repr(step.op) for step in steps if step.batched],
+            "per sample": [repr(step.op) for step in steps if not step.batched],
+            "per batch": [repr(self.normalize)] * (self.normalize is not None)
+                         + [repr(step.op) for step in self.batch_steps],
+        }
+
+
+def compile_recipe(transform: object) -> Recipe | None:
+    """The recipe of a ``datakit.vision`` transform, or None for any other callable.
+
+    Raises:
+        ValueError: a per-sample operation placed after MixUp or CutMix
+            (mixing needs the whole batch, so it must come last).
+    """
+    if not isinstance(transform, Transform):
+        return None
+    steps = list(transform.transforms) if isinstance(transform, Compose) else [transform]
+    prefix = _fusable_prefix(steps)
+    fused = compile_transform(Compose(steps[:prefix])) if prefix else FusedPlan()
+    assert fused is not None
+    pixel: list[Step] = []
+    floats: list[Step] = []
+    batch: list[Step] = []
+    normalize: Normalize | None = None
+    for position in range(prefix, len(steps)):
+        op = steps[position]
+        if isinstance(op, BatchOp):
+            batch.append(Step(position, op))
+        elif isinstance(op, Normalize) and normalize is None:
+            normalize = op
+        elif batch:
+            raise ValueError(f"{op!r} at position {position} comes after {batch[-1].op!r}: MixUp and "
+                             "CutMix mix whole batches, so they go last (Normalize may follow them)")
+        else:
+            (pixel if normalize is None else floats).append(Step(position, op))
+    return Recipe(fused, tuple(pixel), normalize, tuple(floats), tuple(batch))
+
+
+def _fusable_prefix(steps: Sequence[Any]) -> int:
+    """How many leading steps the fused decoder runs: the longest run it accepts, without ``Normalize``."""
+    count = 0
+    for end in range(1, len(steps) + 1):
+        if isinstance(steps[end - 1], Normalize):
+            break
+        try:
+            compile_transform(Compose(steps[:end]))
+        except ValueError:
+            break
+        count = end
+    return count
+
+
+def sample_random(seed: int | None, index: int, position: int) -> SampleRandom:
+    """Sample ``index``'s random numbers for the step at ``position``."""
+    return from_torch_generator() if seed is None else SampleRandom(mix_seed(seed, index, position + 1))
+
+
+def batch_random(seed: int | None, indices: Sequence[int], position: int) -> SampleRandom:
+    """A batch's random numbers for the batch step at ``position``, keyed on its first index and size."""
+    if seed is None:
+        return from_torch_generator()
+    first = int(indices[0]) if len(indices) else 0
+    return SampleRandom(mix_seed(seed, _BATCH_KEY, first, len(indices), position + 1))
+
+
+def run_sample_steps(steps: Sequence[Step], images: torch.Tensor | list[torch.Tensor],
+                     indices: Sequence[int], seed: int | None) -> torch.Tensor | list[torch.Tensor]:
+    """``steps`` applied to each sample: a ``(N, C, H, W)`` batch, or a list of ``(C, H, W)`` samples.
+
+    A batch stays a batch while every step keeps the samples one shape (a
+    callable that changes it turns the batch into a list); a list of samples
+    of one shape is stacked so that batched operations see whole batches.
+    """
+    current: torch.Tensor | list[torch.Tensor] = images
+    for step in steps:
+        if isinstance(current, list) and current and _one_shape(current):
+            current = torch.stack(current)
+        if step.batched:
+            current = _run_batched(step, current, indices, seed)
+        else:
+            current = _run_each(step, current, indices, seed)
+    return current
+
+
+def _one_shape(samples: list[torch.Tensor]) -> bool:
+    first = samples[0]
+    return all(sample.shape == first.shape and sample.dtype == first.dtype for sample in samples)
+
+
+def _run_batched(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
+                 seed: int | None) -> torch.Tensor | list[torch.Tensor]:
+    op = step.op
+    assert isinstance(op, SampleOp)
+    if isinstance(images, torch.Tensor):
+        height, width = int(images.shape[-2]), int(images.shape[-1])
+        params = [op.draw(sample_random(seed, index, step.position), height, width) for index in indices]
+        return op.apply_batch(images, params)
+    out = []
+    for sample, index in zip(images, indices, strict=True):  # samples of several sizes: one at a time
+        height, width = int(sample.shape[-2]), int(sample.shape[-1])
+        draw = op.draw(sample_random(seed, index, step.position), height, width)
+        out.append(op.apply_batch(sample.unsqueeze(0), [draw])[0])
+    return out
+
+
+def _run_each(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
+              seed: int | None) -> torch.Tensor | list[torch.Tensor]:
+    """A callable on each sample; its draws from torch's global generator keyed like a datakit op's."""
+    results = [_call_keyed(step, sample, index, seed) for sample, index in zip(images, indices, strict=True)]
+    tensors = all(isinstance(result, torch.Tensor) for result in results)
+    if isinstance(images, torch.Tensor) and results and tensors and _one_shape(results):
+        return torch.stack(results)
+    return results
+
+
+def _call_keyed(step: Step, sample: torch.Tensor, index: int, seed: int | None) -> Any:
+    if seed is None:
+        return step.op(sample)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(mix_seed(seed, index, step.position + 1) & _TORCH_SEED_MASK)
+        return step.op(sample)
+
+
+def run_batch_steps(steps: Sequence[Step], images: torch.Tensor, labels: torch.Tensor,
+                    indices: Sequence[int], seed: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """MixUp / CutMix over the batch: images and (soft) labels."""
+    for step in steps:
+        op = step.op
+        assert isinstance(op, BatchOp)
+        params = op.draw_batch(batch_random(seed, indices, step.position), int(images.shape[0]),
+                               int(images.shape[-2]), int(images.shape[-1]))
+        images, labels = op.apply(images, labels, params)
+    return images, labels
