@@ -58,7 +58,7 @@ class ConversionSettings:
         source: the image folder.
         classes: its class names.
         payload_kind: ``"encoded"`` or ``"raw"``.
-        scan: the rules that ordered the source files (:func:`datakit.source.scan_rules`);
+        scan: the rules that ordered the source files (:func:`datakit.convert.source.scan_rules`);
             empty for a conversion started before they were recorded.
         exif_transpose: whether images with an EXIF orientation are stored upright.
         max_side: the ``--max-side`` images are downscaled under (0: none).

@@ -6,7 +6,7 @@ Existing records and their labels never change; a class the store does not
 know is added at the end of ``classes``, so ``class_to_idx`` is no longer
 sorted afterwards.
 
-The append commits like a conversion (:mod:`datakit.conversion`): batches
+The append commits like a conversion (:mod:`datakit.convert.pipeline`): batches
 with a progress entry, and the manifest and label table replaced in the final
 step. The manifest of the store as it was stays in place until then, so a
 reader opened at any moment, or after the append was killed, sees the store
@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from datakit.convert.labelfile import LabelledFolder
+from datakit.convert.source import SourceEntry, SourceFolder
 from datakit.errors import ConversionError, Spelling
-from datakit.labelfile import LabelledFolder
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
-from datakit.source import SourceEntry, SourceFolder
 from datakit.stores.state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["APPEND_RULES", "AppendPlan", "plan_append", "appended_manifest"]
