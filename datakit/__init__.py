@@ -8,6 +8,8 @@ loader is needed.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from datakit.info import info  # the function; bound here, so it is never shadowed by its module
@@ -15,8 +17,8 @@ from datakit.version import __version__
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "convert": "datakit.conversion",
-    "ConversionReport": "datakit.conversion",
+    "convert": "datakit.convert.pipeline",
+    "ConversionReport": "datakit.convert.report",
     "inspect": "datakit.inspection",
     "export": "datakit.exporting",
     "StoreDataset": "datakit.datasets",
@@ -48,7 +50,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from datakit.conversion import ConversionReport, convert
+    from datakit.convert.pipeline import convert
+    from datakit.convert.report import ConversionReport
     from datakit.datasets import LMDBDataset, MongoDataset, StoreDataset
     from datakit.exporting import export
     from datakit.inspection import inspect
@@ -70,3 +73,22 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+class _Package(types.ModuleType):
+    """The ``datakit`` module, on which ``convert`` always names the function.
+
+    ``datakit.convert`` is both the function and the subpackage of its stages.
+    Python binds a subpackage on its parent when it first imports it (``from
+    datakit.convert.source import ...`` would make ``datakit.convert`` the
+    package), so that binding is refused here; the function is bound on first
+    use by :func:`__getattr__`, whatever was imported before.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "convert" and isinstance(value, types.ModuleType):
+            return  # the import system binding the subpackage: the name stays the function's
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

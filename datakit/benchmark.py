@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from datakit.stores import resolve_store
-from datakit.stores.base import StoreSpec
+from datakit.stores.contract import StoreSpec
 
 __all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps",
            "counted_epochs", "torchvision_problem"]

@@ -1,7 +1,7 @@
 """Decoding a record's payload into pixels: PIL, numpy, tensor, or channel planes in place.
 
 Datasets, inspection and the benchmarks decode here; conversion only uses
-:func:`decode_colour_jpeg` to verify source files (:mod:`datakit.images`).
+:func:`decode_colour_jpeg` to verify source files (:mod:`datakit.convert.images`).
 Every path gives Pillow's pixels: JPEGs with three components go to
 libjpeg-turbo through simplejpeg, which is Pillow's decoder with Pillow's
 settings at about twice the speed, and everything else to Pillow itself.

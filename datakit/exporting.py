@@ -39,7 +39,7 @@ from datakit.errors import ExportError, StoreError
 from datakit.manifest import Manifest, record_key
 from datakit.records import PayloadKind, decode_record
 from datakit.stores import given_options, resolve_store
-from datakit.stores.base import StoreReader, StoreSpec
+from datakit.stores.contract import StoreReader, StoreSpec
 
 __all__ = ["ExportReport", "export"]
 

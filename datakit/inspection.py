@@ -21,7 +21,8 @@ from datakit.errors import DatakitError, IncompleteStoreError
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.records import decode_record
 from datakit.stores import given_options, resolve_store
-from datakit.stores.base import StoreReader, StoreSpec, incomplete_message
+from datakit.stores.contract import StoreReader, StoreSpec
+from datakit.stores.refusals import incomplete_message
 
 __all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS"]
 

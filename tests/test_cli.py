@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -107,7 +108,7 @@ def test_debug_is_taken_after_the_subcommand_too(lmdb_store, monkeypatch):
 
 
 @pytest.mark.parametrize(("command", "interrupted", "expected"), [
-    (["convert", "{folder}", "{tmp}/s"], "datakit.conversion.convert",
+    (["convert", "{folder}", "{tmp}/s"], "datakit.convert.pipeline.convert",
      "conversion interrupted; rerun the same command with --resume to finish it"),
     (["export", "{store}", "{tmp}/out"], "datakit.exporting.export",
      "export interrupted; {tmp}/out is unfinished: rerun the same command with --resume to finish it"),
@@ -121,7 +122,8 @@ def test_ctrl_c_says_what_the_interrupted_command_leaves(image_folder, lmdb_stor
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(interrupted, ctrl_c)
+    module, name = interrupted.rsplit(".", 1)  # `datakit.convert` is the function, not the package
+    monkeypatch.setattr(importlib.import_module(module), name, ctrl_c)
     places = {"folder": image_folder, "store": lmdb_store, "tmp": tmp_path}
     result = run(*(argument.format(**places) for argument in command))
     assert (result.exit_code, result.output) == (130, expected.format(**places) + "\n")

@@ -152,7 +152,7 @@ def test_map_grows_instead_of_failing(tmp_path, monkeypatch):
     from datakit.synthetic import make_image_folder
 
     initial = 256 << 10
-    monkeypatch.setattr("datakit.stores.lmdb._INITIAL_MAP_SIZE", initial)
+    monkeypatch.setattr("datakit.stores.lmdb.writer._INITIAL_MAP_SIZE", initial)
     make_image_folder(tmp_path / "big", per_class=10, size=(128, 128))
     report = datakit.convert(tmp_path / "big", tmp_path / "s", format="raw", workers=1, commit_every=4)
     assert report.total == 30 and report.bytes_written > 4 * initial

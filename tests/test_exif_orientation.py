@@ -21,8 +21,8 @@ from PIL import Image, ImageOps
 
 import datakit
 from datakit.cli import cli
+from datakit.convert.exif import ORIENTATION_TAG, orientation_in_bytes
 from datakit.errors import ConversionError
-from datakit.exif import ORIENTATION_TAG, orientation_in_bytes
 
 W, H = 48, 32
 

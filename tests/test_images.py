@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datakit import images
+from datakit.convert import images
 from datakit.records import PayloadKind
 
 
@@ -31,5 +31,5 @@ def test_a_file_changing_size_while_read_is_stored_as_read(tmp_path, monkeypatch
     real_fstat = os.fstat
     misreported = lambda fd: SimpleNamespace(st_size=real_fstat(fd).st_size + misreport)  # noqa: E731
     monkeypatch.setattr(images.os, "fstat", misreported)
-    image = images.read_source_image(str(path), kind=PayloadKind.ENCODED, verify=False)
+    image = images.read_source_image(str(path), images.ImageOptions(PayloadKind.ENCODED, verify=False))
     assert bytes(image.payload) == data

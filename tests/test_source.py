@@ -3,8 +3,8 @@ import os
 import pytest
 from PIL import Image
 
+from datakit.convert.source import scan_folder
 from datakit.errors import SourceError
-from datakit.source import scan_folder
 
 
 def touch_image(path, fmt="PNG"):

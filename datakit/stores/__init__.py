@@ -4,7 +4,7 @@
 ``resolve_store("mongodb://host/db", {"collection": "train"})`` a MongoDB one.
 The registry is one explicit table, :data:`BACKENDS`: each entry pairs a
 predicate on the location with the module whose ``make_spec(location,
-backend_options)`` builds the backend's :class:`~datakit.stores.base.StoreSpec`.
+backend_options)`` builds the backend's :class:`~datakit.stores.contract.StoreSpec`.
 Backend options (``collection``, ``database``) travel from the public entry
 points (``datakit.convert``, ``datakit.inspect``, the datasets, the CLI) to the
 backend as one mapping, so a backend's new option changes no layer in between.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from datakit.errors import InvalidLocationError
-from datakit.stores.base import StoreReader, StoreSpec, StoreWriter
+from datakit.stores.contract import StoreReader, StoreSpec, StoreWriter
 
 __all__ = [
     "StoreSpec",

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from datakit.errors import StoreError
-from datakit.stores.base import check_option_names
 from datakit.stores.mongo.connection import mask_uri, uri_database
 from datakit.stores.mongo.layout import RESERVED_COLLECTIONS
 from datakit.stores.mongo.location import MongoLocation
 from datakit.stores.mongo.reader import MongoReader
 from datakit.stores.mongo.writer import MongoWriter
+from datakit.stores.refusals import check_option_names
 
 __all__ = ["MongoSpec", "MongoReader", "MongoWriter", "make_spec"]
 

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from datakit.errors import StoreError
 from datakit.manifest import record_key
-from datakit.stores.base import PendingRecord, label_table_bytes
+from datakit.stores.labeltable import label_table_bytes
+from datakit.stores.state import PendingRecord
 
 __all__ = [
     "META_COLLECTION",
@@ -46,6 +48,8 @@ __all__ = [
     "decode_source",
     "label_parts",
     "join_label_parts",
+    "labels_query",
+    "manifest_text",
 ]
 
 META_COLLECTION = "__datakit_meta__"
@@ -114,7 +118,7 @@ def sample_document(record: PendingRecord, gridfs_id: Any = None) -> dict[str, A
 
 def label_parts(collection: str, labels: np.ndarray) -> Iterator[dict[str, Any]]:
     """The label documents for ``labels`` (at least one, even when empty): the bytes of
-    :func:`~datakit.stores.base.label_table_bytes`, 4 MiB per part."""
+    :func:`~datakit.stores.labeltable.label_table_bytes`, 4 MiB per part."""
     from bson import Binary
 
     raw = label_table_bytes(labels)
@@ -127,7 +131,7 @@ def label_parts(collection: str, labels: np.ndarray) -> Iterator[dict[str, Any]]
 
 def join_label_parts(documents: list[dict[str, Any]]) -> bytes | None:
     """The label table's bytes from its documents; ``None`` when parts are missing or malformed
-    (:func:`~datakit.stores.base.parse_label_table` checks the size)."""
+    (:func:`~datakit.stores.labeltable.parse_label_table` checks the size)."""
     numbers = [document.get("part") for document in documents]
     if not all(isinstance(number, int) and not isinstance(number, bool) for number in numbers):
         return None
@@ -138,3 +142,20 @@ def join_label_parts(documents: list[dict[str, Any]]) -> bytes | None:
     if not all(isinstance(chunk, (bytes, bytearray)) for chunk in chunks):
         return None
     return b"".join(bytes(chunk) for chunk in chunks)  # type: ignore[arg-type]
+
+
+def labels_query(collection: str) -> dict[str, Any]:
+    """The query that finds a store's label documents in the sidecar collection."""
+    return {"collection": collection, "kind": "labels"}
+
+
+def manifest_text(document: dict[str, Any], where: str) -> bytes:
+    """The manifest JSON a store's manifest document holds.
+
+    Raises:
+        StoreError: the document holds no manifest text.
+    """
+    raw = document.get("manifest")
+    if not isinstance(raw, str):
+        raise StoreError(f"{where}: the manifest document holds no manifest text")
+    return raw.encode("utf-8")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from datakit.stores.base import StoreSpec
+from datakit.stores.contract import StoreSpec
 from datakit.stores.mongo.connection import mask_uri, split_uri, uri_database
 
 __all__ = ["MongoLocation"]

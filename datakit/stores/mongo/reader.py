@@ -12,35 +12,27 @@ import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
-from datakit.manifest import Manifest, record_key
-from datakit.stores.base import (
-    StoreReader,
-    check_range,
-    incomplete_message,
-    label_table_size,
-    missing_source_message,
-    parse_label_table,
-)
+from datakit.manifest import record_key
+from datakit.stores.contract import StoreReader
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.layout import (
-    GRIDFS_BUCKET,
-    META_COLLECTION,
     decode_source,
-    join_label_parts,
     lease_id,
     manifest_id,
+    manifest_text,
     progress_id,
 )
 from datakit.stores.mongo.lease import current_holder
 from datakit.stores.mongo.location import MongoLocation
+from datakit.stores.mongo.oversized import OversizedRecords
+from datakit.stores.mongo.sidecar import Sidecar
+from datakit.stores.refusals import check_range, incomplete_message, missing_source_message
+from datakit.stores.state import progress_source
 
 __all__ = ["MongoReader"]
 
 _WINDOW = 256  # sample documents per query while streaming
-_GRIDFS_REPLY_BYTES = 8 << 20  # GridFS chunk bytes asked for per query
 _PATH_WINDOW = 4096  # sample documents per query for source paths (their paths only)
 
 
@@ -59,38 +51,28 @@ class MongoReader(StoreReader):
     spec: MongoLocation
 
     def __init__(self, spec: MongoLocation) -> None:
-        self.spec = spec
-        self._connection = MongoConnection(spec.uri, spec.database, spec.describe())
-        try:
-            self._manifest = self._load_manifest()
-        except BaseException:
-            self.close()
-            raise
+        super().__init__(spec)
 
-    # collections of this process's client
+    def _connect(self) -> None:
+        self._connection = MongoConnection(self.spec.uri, self.spec.database, self.spec.describe())
+        self._sidecar = Sidecar(self._connection, self._connection.database, self.spec.collection)
+        self._oversized = OversizedRecords(self._connection, self._connection.database, self.spec.collection,
+                                           self.spec.describe())
 
     def _samples(self) -> Any:
+        """The samples' collection, of this process's client."""
         return self._connection.database()[self.spec.collection]
 
-    def _meta(self) -> Any:
-        return self._connection.database()[META_COLLECTION]
-
-    def _load_manifest(self) -> Manifest:
+    def _manifest_json(self) -> bytes:
         where = self.spec.describe()
         collection = self.spec.collection
-        document = self._connection.call(lambda: self._meta().find_one({"_id": manifest_id(collection)}))
+        document = self._sidecar.find(manifest_id(collection))
         if document is not None:
-            raw = document.get("manifest")
-            if not isinstance(raw, str):
-                raise StoreError(f"{where}: the manifest document holds no manifest text")
-            try:
-                return Manifest.from_json(raw.encode("utf-8"), where)
-            except RecursionError:  # JSON nested too deeply for the parser: hostile, not a crash
-                raise StoreError(f"{where}: the manifest is not valid JSON (nested too deeply)") from None
-        progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
+            return manifest_text(document, where)
+        progress = self._sidecar.find(progress_id(collection))
         if progress is not None:
-            lease = self._connection.call(lambda: self._meta().find_one({"_id": lease_id(collection)}))
-            raise IncompleteStoreError(incomplete_message(self.spec, _progress_source(progress),
+            lease = self._sidecar.find(lease_id(collection))
+            raise IncompleteStoreError(incomplete_message(self.spec, progress_source(progress),
                                                           current_holder(self._connection, lease)))
         names = self._connection.call(lambda: self._connection.database().list_collection_names())
         if collection in names:
@@ -104,26 +86,13 @@ class MongoReader(StoreReader):
             f"`datakit convert SRC {self.spec.command_arguments()}`"
         )
 
-    @property
-    def manifest(self) -> Manifest:
-        return self._manifest
-
-    def labels(self) -> np.ndarray:
-        where = self.spec.describe()
-        collection = self.spec.collection
-        documents = self._connection.call(
-            lambda: list(self._meta().find({"collection": collection, "kind": "labels"})))
-        raw = join_label_parts(documents)
-        size = label_table_size(self._manifest)
-        if raw is not None and len(raw) > size and self._grown():
-            raw = raw[:size]  # an append is adding records after this reader's view
-        return parse_label_table(raw, self._manifest, where)
+    def _label_table(self) -> bytes | None:
+        return self._sidecar.label_table()
 
     def _grown(self) -> bool:
-        """Whether an append is growing the store, or grew it since this reader opened."""
         collection = self.spec.collection
-        progress = self._connection.call(lambda: self._meta().find_one({"_id": progress_id(collection)}))
-        manifest = self._connection.call(lambda: self._meta().find_one({"_id": manifest_id(collection)}))
+        progress = self._sidecar.find(progress_id(collection))
+        manifest = self._sidecar.find(manifest_id(collection))
         length = manifest.get("length") if isinstance(manifest, dict) else None
         return progress is not None or (isinstance(length, int) and length > self._manifest.length)
 
@@ -154,42 +123,7 @@ class MongoReader(StoreReader):
         if isinstance(document["gridfs"], (dict, list)):  # a query operator would match any file
             raise CorruptRecordError(key, f"its document in {self.spec.describe()} holds no valid "
                                           "GridFS file id")
-        return self._connection.call(lambda: self._read_gridfs(document["gridfs"], key), [key])
-
-    def _read_gridfs(self, file_id: Any, key: str) -> bytes:
-        """A GridFS file's bytes, fetched a bounded number of chunks per query.
-
-        pymongo's ``GridOut.read()`` runs one cursor over every chunk, and a
-        server may answer it with all of them in one reply: a record over
-        ``maxMessageSizeBytes`` (48 MB) then cannot be read at all. Asking for
-        at most :data:`_GRIDFS_REPLY_BYTES` of chunks at a time keeps every
-        reply small, whatever the server does with batch sizes.
-        """
-        database = self._connection.database()
-        where = self.spec.describe()
-        info = database[f"{GRIDFS_BUCKET}.files"].find_one({"_id": file_id}, {"length": 1, "chunkSize": 1})
-        if info is None:
-            raise CorruptRecordError(key, f"its GridFS file is missing from {where}")
-        length, chunk_size = info.get("length"), info.get("chunkSize")
-        if not (_is_count(length) and _is_count(chunk_size) and chunk_size > 0):
-            raise CorruptRecordError(key, f"its GridFS file in {where} has no valid length and chunk size")
-        count = -(-length // chunk_size)
-        per_query = max(1, _GRIDFS_REPLY_BYTES // chunk_size)
-        chunks = database[f"{GRIDFS_BUCKET}.chunks"]
-        pieces: list[bytes] = []
-        for start in range(0, count, per_query):
-            stop = min(count, start + per_query)
-            query = {"files_id": file_id, "n": {"$gte": start, "$lt": stop}}
-            found = {document.get("n"): document.get("data")
-                     for document in chunks.find(query, {"n": 1, "data": 1})}
-            for number in range(start, stop):
-                data = found.get(number)
-                expected = min(chunk_size, length - number * chunk_size)
-                if not isinstance(data, bytes) or len(data) != expected:
-                    raise CorruptRecordError(key, f"chunk {number} of its GridFS file in {where} is "
-                                                  + ("missing" if data is None else "damaged"))
-                pieces.append(data)
-        return b"".join(pieces)
+        return self._oversized.read(document["gridfs"], key)
 
     def iter_records(self) -> Iterator[tuple[int, bytes]]:
         """Every stored ``(index, record)`` in index order; a missing index is skipped.
@@ -252,16 +186,6 @@ class MongoReader(StoreReader):
         self._connection.close()
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _is_index(value: Any, start: int, stop: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and start <= value < stop
 
-
-
-def _progress_source(progress: dict[str, Any]) -> object:
-    """The source folder an incomplete store's progress document names, if any."""
-    settings = progress.get("settings")
-    return settings.get("source") if isinstance(settings, dict) else None

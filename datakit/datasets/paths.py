@@ -1,4 +1,4 @@
-"""``dataset.samples`` as ``ImageFolder`` has it, read lazily from the store.
+"""Path lookup: ``dataset.samples`` as ``ImageFolder`` has it, read lazily from the store, and back.
 
 torchvision's ``ImageFolder`` holds ``samples``, a list of ``(path, class
 index)`` for every image, and code written for it reaches for that list (to
@@ -15,18 +15,22 @@ dataset already has.
 one 64-bit hash and one position per sample (16 bytes; 160 MB for ten
 million samples), sorted by hash, and confirms a match by reading the
 candidate's path back, so a hash collision costs a read, never a wrong answer.
+
+:class:`PathLookup` is the two together, as a dataset uses them: built in the
+process that asks, never pickled.
 """
 
 from __future__ import annotations
 
 import operator
 import os
+import posixpath
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 import numpy as np
 
-__all__ = ["ReadPaths", "SamplePaths", "PathIndex"]
+__all__ = ["ReadPaths", "SamplePaths", "PathIndex", "PathLookup"]
 
 ReadPaths = Callable[[int, int], list[str]]
 """``read(start, stop)``: the relative, ``/``-separated source paths of samples ``start .. stop - 1``."""
@@ -123,3 +127,48 @@ class PathIndex:
         low = int(np.searchsorted(self._hashes, key, side="left"))
         high = int(np.searchsorted(self._hashes, key, side="right"))
         return [int(position) for position in self._positions[low:high]]
+
+
+class PathLookup:
+    """A dataset's samples by path and back: ``samples``, ``source_path`` and ``index_of``.
+
+    Args:
+        read: reads a range of relative paths from the store.
+        root: the folder the store was converted from (the manifest's ``source``).
+        labels: every sample's label.
+        where: the store, as messages name it.
+    """
+
+    def __init__(self, read: ReadPaths, root: str, labels: np.ndarray, where: str) -> None:
+        self.samples = SamplePaths(read, root, labels)
+        self._read = read
+        self._root = root
+        self._where = where
+        self._index: PathIndex | None = None
+
+    def index_of(self, path: str | os.PathLike[str]) -> int:
+        """The index of the sample converted from ``path`` (relative to the source folder,
+        with ``/`` or the system's separator, or absolute under it); the index is built
+        on the first call.
+
+        Raises:
+            KeyError: no sample was converted from ``path``; the message names it.
+        """
+        relative = self._relative_path(path)
+        if self._index is None:
+            self._index = PathIndex.build(self._read, len(self.samples))
+        for position in self._index.candidates(relative):
+            if self._read(position, position + 1)[0] == relative:
+                return position
+        raise KeyError(f"{relative!r} is not a sample of {self._where} (paths are relative to "
+                       f"{self._root}, '/'-separated)")
+
+    def _relative_path(self, path: str | os.PathLike[str]) -> str:
+        text = os.fspath(path)
+        if os.path.isabs(text):
+            relative = os.path.relpath(text, self._root)
+            if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+                raise KeyError(f"{text!r} is not under {self._root}, the folder "
+                               f"{self._where} was converted from")
+            text = relative
+        return posixpath.normpath(text.replace(os.sep, "/"))

@@ -32,8 +32,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from datakit.convert.source import SourceEntry, SourceFolder, normalise_extensions
 from datakit.errors import LabelFileError, SourceError
-from datakit.source import SourceEntry, SourceFolder, normalise_extensions
 
 __all__ = ["LabelRow", "LabelFile", "LabelledFolder", "read_label_file", "label_scan_rules",
            "labelled_folder", "sorted_classes", "class_order", "in_class_order"]
@@ -107,7 +107,7 @@ class LabelFile:
 
 @dataclass
 class LabelledFolder(SourceFolder):
-    """A :class:`~datakit.source.SourceFolder` whose entries come from a label file.
+    """A :class:`~datakit.convert.source.SourceFolder` whose entries come from a label file.
 
     Attributes:
         label_file: the file the labels came from, absolute.

@@ -10,16 +10,16 @@ the option that would agree.
 Two rules changed under stores that may be half written, and such stores
 still resume the way they were started: a label file's integer labels were
 sorted as text before they were sorted as numbers (the stored class order is
-kept, :func:`datakit.labelfile.in_class_order`), and a symlink back up the
+kept, :func:`datakit.convert.labelfile.in_class_order`), and a symlink back up the
 folder was followed before it was skipped (a store that holds records found
 through one is refused; one that does not resumes as if started today).
 """
 
 from __future__ import annotations
 
+from datakit.convert.source import SourceFolder, legacy_order_matches
 from datakit.errors import ConversionError, Spelling, option
-from datakit.source import SourceFolder, legacy_order_matches
-from datakit.stores.base import CommittedState, ConversionSettings
+from datakit.stores.state import CommittedState, ConversionSettings
 
 __all__ = ["check_resumable"]
 

@@ -4,7 +4,7 @@ A destination is resolved like any store location (:func:`datakit.stores.resolve
 refused when it reads as a URI that lost its colon (``mongodb//host/db``) or
 lies inside the folder being converted, and then prepared
 under the writer lock: created, replaced (``overwrite``), reopened to finish
-an interrupted conversion (``resume``, checked by :mod:`datakit.resumption`)
+an interrupted conversion (``resume``, checked by :mod:`datakit.convert.resumption`)
 or read back to grow (``append``, which needs a store to grow).
 """
 
@@ -14,12 +14,13 @@ import os
 import re
 from collections.abc import Mapping
 
+from datakit.convert.resumption import check_resumable
+from datakit.convert.source import SourceFolder
 from datakit.errors import DestinationExistsError, InvalidLocationError, StoreNotFoundError, option
 from datakit.manifest import Stats
-from datakit.resumption import check_resumable
-from datakit.source import SourceFolder
 from datakit.stores import MONGODB_SCHEMES, is_mongodb_uri, mask_location, resolve_store
-from datakit.stores.base import AppendState, CommittedState, ConversionSettings, StoreSpec, StoreWriter
+from datakit.stores.contract import StoreSpec, StoreWriter
+from datakit.stores.state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["resolve_destination", "check_not_a_broken_uri", "check_outside_source", "prepare_destination"]
 

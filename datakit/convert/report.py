@@ -1,18 +1,22 @@
 """What a conversion did: the report :func:`datakit.convert` returns.
 
 The report is plain data (``datakit convert --json`` prints :meth:`ConversionReport.to_dict`);
-its skipped and ignored files are also what the manifest keeps for ``datakit inspect --skipped``
+the scan starts it (:func:`scanned_report`), the numbering stage fills it in. Its
+skipped and ignored files are also what the manifest keeps for ``datakit inspect --skipped``
 (:func:`listed_skips`).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from datakit.convert.labelfile import LabelledFolder
+from datakit.convert.source import SourceFolder
 from datakit.errors import ConversionError
 
-__all__ = ["SkippedFile", "ConversionReport", "checked", "listed_skips"]
+__all__ = ["SkippedFile", "ConversionReport", "scanned_report", "checked", "listed_skips"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,22 @@ class ConversionReport:
         data = asdict(self)
         data["images_per_second"] = round(self.images_per_second, 1)
         return data
+
+
+def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_side: int) -> ConversionReport:
+    """The report as the scan of ``folder`` leaves it: what was ignored, empty or unreadable."""
+    report = ConversionReport(folder.root, where, ignored=folder.ignored,
+                              empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
+                              max_side=max_side)
+    if isinstance(folder, LabelledFolder):
+        report.label_file, report.unlisted = folder.label_file, folder.unlisted
+    report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
+                          for item in folder.unreadable)
+    report.skipped.extend(SkippedFile(loop.path, f"folder not followed (a symlink to "
+                                      f"{os.path.normpath(os.path.join(folder.root, loop.target))}, which "
+                                      "contains it: ImageFolder would store its images again)")
+                          for loop in folder.loops)
+    return report
 
 
 def checked(report: ConversionReport, strict: bool) -> ConversionReport:

@@ -6,7 +6,7 @@ Existing records and their labels never change; a class the store does not
 know is added at the end of ``classes``, so ``class_to_idx`` is no longer
 sorted afterwards.
 
-The append commits like a conversion (:mod:`datakit.conversion`): batches
+The append commits like a conversion (:mod:`datakit.convert.pipeline`): batches
 with a progress entry, and the manifest and label table replaced in the final
 step. The manifest of the store as it was stays in place until then, so a
 reader opened at any moment, or after the append was killed, sees the store
@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from datakit.convert.labelfile import LabelledFolder
+from datakit.convert.source import SourceEntry, SourceFolder
 from datakit.errors import ConversionError, Spelling
-from datakit.labelfile import LabelledFolder
 from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
-from datakit.source import SourceEntry, SourceFolder
-from datakit.stores.base import AppendState, CommittedState, ConversionSettings
+from datakit.stores.state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["APPEND_RULES", "AppendPlan", "plan_append", "appended_manifest"]
 
@@ -71,7 +71,7 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     """Plan adding ``folder`` to the store read back as ``appended``.
 
     Args:
-        appended: the store, from :meth:`~datakit.stores.base.StoreWriter.append_state`.
+        appended: the store, from :meth:`~datakit.stores.contract.StoreWriter.append_state`.
         folder: the scanned source (a folder, or a label file's entries).
         rules: the scan rules of ``folder`` (recorded, so that an interrupted
             append is finished from the same kind of source).

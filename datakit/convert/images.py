@@ -9,7 +9,7 @@ for datasets is :mod:`datakit.decode`'s job; a full check decodes colour JPEGs
 with its fast decoder, and raw pixels follow its 8-bit scale for 16-bit and
 float images (:func:`datakit.decode.rgb_pixels`).
 
-Each image's EXIF orientation is read (:mod:`datakit.exif`) and reported; with
+Each image's EXIF orientation is read (:mod:`datakit.convert.exif`) and reported; with
 ``exif_transpose``, an image whose orientation is not 1 is stored upright:
 its pixels turned for ``RAW``, or re-encoded in its own format for
 ``ENCODED`` (JPEG at quality 95 with its chroma subsampling, PNG and TIFF
@@ -19,29 +19,32 @@ tag removed so that no reader turns it twice.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
-from datakit.decode import HIGH_BIT_DEPTH_MODES, PixelScaleError, decode_colour_jpeg, rgb_pixels
-from datakit.downscale import (
+from datakit.convert.downscale import (
     DEFAULT_QUALITY,
     downscale,
     downscaled_pixels,
     encode_downscaled,
     needs_downscaling,
 )
-from datakit.exif import UNKNOWN, orientation_in_bytes, orientation_of
-from datakit.headers import sniff_header
+from datakit.convert.exif import UNKNOWN, orientation_in_bytes, orientation_of
+from datakit.convert.pixels import framed_pixels, has_deep_samples, is_16_bit_png
+from datakit.decode import HIGH_BIT_DEPTH_MODES, PixelScaleError, decode_colour_jpeg, rgb_pixels
+from datakit.headers import ImageHeader, sniff_header
 from datakit.records import HEADER_SIZE, PayloadKind
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
     "BadImage",
+    "ImageOptions",
     "SourceImage",
     "read_source_image",
 ]
@@ -91,20 +94,35 @@ class SourceImage:
         return memoryview(self.framed)[HEADER_SIZE:]
 
 
-def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
-                      max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
-                      max_side: int | None = None, quality: int = DEFAULT_QUALITY) -> SourceImage:
-    """Read one source file and check it is an image.
+@dataclass(frozen=True)
+class ImageOptions:
+    """How conversion stores each image (the image options of :func:`datakit.convert`).
 
-    Args:
-        path: the file.
+    Attributes:
         kind: store the file's bytes (``ENCODED``) or decoded RGB pixels (``RAW``).
         verify: decode the whole image, not only its header. Always done for ``RAW``.
         max_pixels: refuse images with more pixels than this.
         exif_transpose: store an image with an EXIF orientation upright.
         max_side: store an image whose longer side is longer than this
-            downscaled to it (:mod:`datakit.downscale`); None keeps every size.
+            downscaled to it (:mod:`datakit.convert.downscale`); None keeps every size.
         quality: JPEG quality of a downscaled JPEG.
+    """
+
+    kind: PayloadKind
+    verify: bool
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    exif_transpose: bool = False
+    max_side: int | None = None
+    quality: int = DEFAULT_QUALITY
+
+
+def read_source_image(path: str, options: ImageOptions) -> SourceImage:
+    """Read one source file and check it is an image.
+
+    A JPEG or PNG that is stored as it is gets its size from its header
+    (:mod:`datakit.headers`) and, to verify, a colour JPEG is decoded by
+    libjpeg-turbo; every other file, and every image to turn or resize, goes
+    through Pillow.
 
     Raises:
         BadImage: the file is unreadable, empty, not an image, truncated,
@@ -116,42 +134,67 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
     if not data:
         raise BadImage("empty file (0 bytes)")
     orientation = orientation_in_bytes(data)
-    turn = exif_transpose and orientation not in (1, UNKNOWN)
-    deep = _is_16_bit_png(data)
+    turn = options.exif_transpose and orientation not in (1, UNKNOWN)
+    deep = is_16_bit_png(data)
     header = sniff_header(data)
-    if header is not None and not turn and not needs_downscaling(header[1], header[2], max_side):
-        image_format, width, height, channels = header
-        _check_pixels(width, height, max_pixels)
-        if kind is PayloadKind.ENCODED and not verify:
-            return SourceImage(framed, kind, width, height, channels, image_format, orientation, deep)
-        pixels = decode_colour_jpeg(data, header)  # a full decode: the fast way to verify
-        if pixels is not None:
-            if kind is PayloadKind.RAW:
-                return SourceImage(_framed_pixels(pixels), kind, width, height, 3, image_format, orientation)
-            return SourceImage(framed, kind, width, height, channels, image_format, orientation)
+    if header is not None and not turn and not needs_downscaling(header[1], header[2], options.max_side):
+        image = _checked_by_header(framed, header, orientation, deep, options)
+        if image is not None:
+            return image
+    with _as_bad_image(), warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        with Image.open(io.BytesIO(data)) as opened:
+            return _checked_by_pillow(opened, framed, orientation, deep, options)
+
+
+def _checked_by_header(framed: bytearray, header: ImageHeader, orientation: int, deep: bool,
+                       options: ImageOptions) -> SourceImage | None:
+    """The image checked from its header (and a colour JPEG verified by libjpeg-turbo's full
+    decode), or ``None`` for Pillow to check."""
+    image_format, width, height, channels = header
+    _check_pixels(width, height, options.max_pixels)
+    kind = options.kind
+    if kind is PayloadKind.ENCODED and not options.verify:
+        return SourceImage(framed, kind, width, height, channels, image_format, orientation, deep)
+    pixels = decode_colour_jpeg(memoryview(framed)[HEADER_SIZE:], header)  # the fast way to verify
+    if pixels is None:
+        return None
+    if kind is PayloadKind.RAW:
+        return SourceImage(framed_pixels(pixels), kind, width, height, 3, image_format, orientation)
+    return SourceImage(framed, kind, width, height, channels, image_format, orientation)
+
+
+def _checked_by_pillow(image: Image.Image, framed: bytearray, orientation: int, deep: bool,
+                       options: ImageOptions) -> SourceImage:
+    """The image as Pillow opened it, checked, and turned or resized as ``options`` say."""
+    width, height = image.size
+    _check_pixels(width, height, options.max_pixels)
+    image_format = image.format or "unknown"
+    channels = len(image.getbands())
+    if orientation == UNKNOWN:
+        orientation = orientation_of(image)
+    deep = deep or has_deep_samples(image)
+    max_side = options.max_side
+    if max_side is not None and needs_downscaling(width, height, max_side):
+        return _downscaled(image, max_side, orientation, deep, options)
+    if options.exif_transpose and orientation != 1:
+        return _upright(image, orientation, deep, options)
+    kind = options.kind
+    if kind is PayloadKind.RAW:
+        return SourceImage(framed_pixels(rgb_pixels(image)), kind, width, height, 3, image_format,
+                           orientation, deep)
+    if options.verify:
+        image.load()
+        if image.mode in HIGH_BIT_DEPTH_MODES:
+            rgb_pixels(image)  # readers will scale it: check that they can
+    return SourceImage(framed, kind, width, height, channels, image_format, orientation, deep)
+
+
+@contextlib.contextmanager
+def _as_bad_image() -> Iterator[None]:
+    """Whatever Pillow raises for a hostile file, as the :class:`BadImage` that says why."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
-                width, height = image.size
-                _check_pixels(width, height, max_pixels)
-                image_format = image.format or "unknown"
-                channels = len(image.getbands())
-                if orientation == UNKNOWN:
-                    orientation = orientation_of(image)
-                deep = deep or _has_deep_samples(image)
-                if max_side is not None and needs_downscaling(width, height, max_side):
-                    return _downscaled(image, kind, orientation, deep, exif_transpose, max_side, quality)
-                if exif_transpose and orientation != 1:
-                    return _upright(image, kind, verify, orientation, deep)
-                if kind is PayloadKind.RAW:
-                    pixels = rgb_pixels(image)
-                    return SourceImage(_framed_pixels(pixels), kind, width, height, 3, image_format,
-                                       orientation, deep)
-                if verify:
-                    image.load()
-                    if image.mode in HIGH_BIT_DEPTH_MODES:
-                        rgb_pixels(image)  # readers will scale it: check that they can
+        yield
     except BadImage:
         raise
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
@@ -160,33 +203,32 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
         raise BadImage(str(exc)) from None
     except Exception as exc:  # Pillow raises many types for hostile input
         raise BadImage(_describe(exc)) from None
-    return SourceImage(framed, kind, width, height, channels, image_format, orientation, deep)
 
 
-def _downscaled(image: Image.Image, kind: PayloadKind, orientation: int, deep: bool,
-                exif_transpose: bool, max_side: int, quality: int) -> SourceImage:
+def _downscaled(image: Image.Image, max_side: int, orientation: int, deep: bool,
+                options: ImageOptions) -> SourceImage:
     """The image resized under ``max_side`` (and turned upright with ``exif_transpose``)."""
     source_format = image.format or "unknown"
-    turn = orientation if exif_transpose and orientation != UNKNOWN else 1
+    turn = orientation if options.exif_transpose and orientation != UNKNOWN else 1
     smaller = downscale(image, max_side, turn)
     width, height = smaller.size
-    if kind is PayloadKind.RAW:
-        return SourceImage(_framed_pixels(downscaled_pixels(smaller)), kind, width, height, 3, source_format,
-                           orientation, deep, downscaled=True)
-    encoded, saved_format = encode_downscaled(smaller, source_format, quality)
-    return SourceImage(bytearray(HEADER_SIZE) + encoded, kind, width, height, len(smaller.getbands()),
+    if options.kind is PayloadKind.RAW:
+        return SourceImage(framed_pixels(downscaled_pixels(smaller)), options.kind, width, height, 3,
+                           source_format, orientation, deep, downscaled=True)
+    encoded, saved_format = encode_downscaled(smaller, source_format, options.quality)
+    return SourceImage(bytearray(HEADER_SIZE) + encoded, options.kind, width, height, len(smaller.getbands()),
                        saved_format, orientation, deep, downscaled=True)
 
 
-def _upright(image: Image.Image, kind: PayloadKind, verify: bool, orientation: int,
-             deep: bool) -> SourceImage:
+def _upright(image: Image.Image, orientation: int, deep: bool, options: ImageOptions) -> SourceImage:
     """The image turned as its EXIF orientation says: raw pixels, or the file re-encoded."""
     upright = ImageOps.exif_transpose(image)
     width, height = upright.size
+    kind = options.kind
     if kind is PayloadKind.RAW:
-        return SourceImage(_framed_pixels(rgb_pixels(upright)), kind, width, height, 3,
+        return SourceImage(framed_pixels(rgb_pixels(upright)), kind, width, height, 3,
                            image.format or "unknown", orientation, deep)
-    if verify and upright.mode in HIGH_BIT_DEPTH_MODES:
+    if options.verify and upright.mode in HIGH_BIT_DEPTH_MODES:
         rgb_pixels(upright)  # readers will scale it: check that they can
     encoded, saved_format = _encode_like(upright, image)
     framed = bytearray(HEADER_SIZE) + encoded
@@ -217,31 +259,6 @@ def _encode_like(upright: Image.Image, source: Image.Image) -> tuple[bytes, str]
         upright.save(buffer, format="PNG")
         image_format = "PNG"
     return buffer.getvalue(), image_format
-
-
-def _is_16_bit_png(data: memoryview) -> bool:
-    """Whether ``data`` is a PNG with 16 bits per sample (its IHDR bit depth)."""
-    start = bytes(data[:25])
-    return start[:8] == b"\x89PNG\r\n\x1a\n" and start[12:16] == b"IHDR" and len(start) == 25 \
-        and start[24] == 16
-
-
-def _has_deep_samples(image: Image.Image) -> bool:
-    """Whether Pillow's image has more than 8 bits per sample, in its mode or its TIFF tags."""
-    if image.mode in HIGH_BIT_DEPTH_MODES:
-        return True
-    tags = getattr(image, "tag_v2", None)
-    bits = tags.get(258) if tags is not None else None  # BitsPerSample: 16-bit RGB reads as "RGB"
-    if isinstance(bits, int):
-        bits = (bits,)
-    return isinstance(bits, tuple) and any(isinstance(value, int) and value > 8 for value in bits)
-
-
-def _framed_pixels(pixels: np.ndarray) -> bytearray:
-    """Decoded pixels copied once, after room for a record header."""
-    framed = bytearray(HEADER_SIZE + pixels.nbytes)
-    np.frombuffer(framed, dtype=np.uint8, offset=HEADER_SIZE).reshape(pixels.shape)[...] = pixels
-    return framed
 
 
 def _read_framed(path: str) -> bytearray:

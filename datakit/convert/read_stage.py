@@ -1,6 +1,6 @@
 """Conversion's reading stage: each source file read, checked and sealed as a record, in order.
 
-The files of a chunk are read by one reader process (:mod:`datakit.readers`)
+The files of a chunk are read by one reader process (:mod:`datakit.convert.reader_pool`)
 or, with one worker, in the converting process itself; a file that cannot be
 stored becomes an outcome with the reason, never an exception.
 """
@@ -13,13 +13,14 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from datakit.downscale import DEFAULT_QUALITY
-from datakit.images import BadImage, read_source_image
-from datakit.readers import ReaderPool
+from datakit.convert.downscale import DEFAULT_QUALITY
+from datakit.convert.images import BadImage, ImageOptions, read_source_image
+from datakit.convert.reader_pool import ReaderPool
+from datakit.convert.source import SourceEntry
 from datakit.records import PayloadKind, seal_record
-from datakit.source import SourceEntry
+from datakit.stores.state import ConversionSettings
 
-__all__ = ["ReadOptions", "ReadOutcome", "read_images", "usable_cpus", "too_many_readers"]
+__all__ = ["ReadOptions", "ReadOutcome", "read_pending", "read_images", "usable_cpus", "too_many_readers"]
 
 CHUNK = 16
 """Source files per task sent to a reader process."""
@@ -27,15 +28,16 @@ CHUNK = 16
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """Everything a reader process needs, sent once when it starts."""
+    """Everything a reader process needs, sent once when it starts.
+
+    Attributes:
+        root: the source folder the entries' paths are relative to.
+        image: how each image is checked and stored.
+        multi_label: the records carry several classes (a multi-label file).
+    """
 
     root: str
-    kind: PayloadKind
-    verify: bool
-    max_pixels: int
-    exif_transpose: bool = False
-    max_side: int | None = None
-    quality: int = DEFAULT_QUALITY
+    image: ImageOptions
     multi_label: bool = False
 
 
@@ -76,9 +78,24 @@ def too_many_readers(workers: int, files: int) -> str | None:
             "so the conversion gets no faster (the default is one per CPU)")
 
 
+def read_pending(entries: Sequence[SourceEntry], root: str, settings: ConversionSettings, verify: bool,
+                 max_pixels: int, workers: int | None) -> Iterator[ReadOutcome]:
+    """The reading stage of a conversion: :func:`read_images` with the store's own payload, EXIF,
+    size and label settings, and by default one reader per usable CPU when images are decoded
+    (``verify``, or raw pixels), else one: reading a file and its header is cheaper than sending
+    its bytes between processes."""
+    kind = PayloadKind.RAW if settings.payload_kind == PayloadKind.RAW.label else PayloadKind.ENCODED
+    image = ImageOptions(kind, verify, max_pixels, settings.exif_transpose, settings.max_side or None,
+                         settings.quality or DEFAULT_QUALITY)
+    decodes = verify or kind is PayloadKind.RAW
+    return read_images(entries, ReadOptions(root, image, settings.label_kind == "multi"),
+                       workers or (usable_cpus() if decodes else 1))
+
+
 def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
                  workers: int) -> Iterator[ReadOutcome]:
-    """Read and encode ``entries`` in order, with up to ``workers`` processes (:mod:`datakit.readers`)."""
+    """Read and encode ``entries`` in order, with up to ``workers`` processes
+    (:mod:`datakit.convert.reader_pool`)."""
     read_chunk = functools.partial(_read_chunk, entries, options)
     starts = range(0, len(entries), CHUNK)
     chunks = (list(range(start, min(len(entries), start + CHUNK))) for start in starts)
@@ -93,7 +110,7 @@ def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
 def _read_chunk(entries: Sequence[SourceEntry], options: ReadOptions,
                 indices: list[int]) -> list[ReadOutcome]:
     """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
-    with _pillow_pixel_limit(options.max_pixels):
+    with _pillow_pixel_limit(options.image.max_pixels):
         return [_read_one(entries[index], options) for index in indices]
 
 
@@ -119,14 +136,11 @@ def _pillow_pixel_limit(max_pixels: int) -> Iterator[None]:
 def _read_one(entry: SourceEntry, options: ReadOptions) -> ReadOutcome:
     path = os.path.join(options.root, *entry.path.split("/"))
     try:
-        image = read_source_image(path, kind=options.kind, verify=options.verify,
-                                  max_pixels=options.max_pixels, exif_transpose=options.exif_transpose,
-                                  max_side=options.max_side, quality=options.quality)
+        image = read_source_image(path, options.image)
     except BadImage as exc:
         return ReadOutcome(entry, error=str(exc))
     record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,
-                         width=image.width,
-                         height=image.height, channels=image.channels)
+                         width=image.width, height=image.height, channels=image.channels)
     return ReadOutcome(entry, record, image.image_format, image.width, image.height,
                         len(image.payload), orientation=image.orientation,
                         high_bit_depth=image.high_bit_depth, downscaled=image.downscaled)

@@ -113,7 +113,7 @@ class SourceFolder:
             reported as skipped.
         class_order: how ``classes`` are sorted: ``"text"`` (``ImageFolder``'s
             sort of folder names), or ``"numeric"`` (a label file whose labels
-            are all integers, :mod:`datakit.labelfile`).
+            are all integers, :mod:`datakit.convert.labelfile`).
     """
 
     root: str

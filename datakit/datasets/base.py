@@ -1,0 +1,319 @@
+"""Map-style datasets over datakit stores: :class:`StoreDataset`, the part every backend shares.
+
+A dataset holds a :class:`~datakit.stores.contract.StoreSpec`, never an open
+handle: each process opens its own reader on first use and again whenever it
+finds itself in a new process (:mod:`datakit.datasets.reading`), so a dataset
+touched in the parent is still safe in ``fork``-ed workers, and pickles
+cleanly for ``spawn``. The manifest and the label table are read once, in the
+process that builds the dataset, and travel with it.
+
+Both :class:`datakit.DataLoader` and ``torch.utils.data.DataLoader`` call
+``__getitems__`` with a whole batch of indices, which is one read
+transaction (LMDB) or one query (MongoDB) per batch. The parts: reading with
+the error budget (:mod:`~datakit.datasets.reading`), a record's checks and
+decoding (:mod:`~datakit.datasets.samples`), path lookup
+(:mod:`~datakit.datasets.paths`) and batch reading
+(:mod:`~datakit.datasets.batches`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from datakit.datasets.batches import batch_sample_shape, read_raw_batch_into
+from datakit.datasets.paths import PathLookup, SamplePaths
+from datakit.datasets.reading import RecordReading
+from datakit.datasets.samples import (
+    OUTPUTS,
+    OnError,
+    Output,
+    decode_payload,
+    decoding,
+    parse_record,
+    planes_into,
+    record_label,
+)
+from datakit.errors import CorruptRecordError
+from datakit.loader.batchpath import BatchSteps
+from datakit.loader.collate import default_collate
+from datakit.manifest import Manifest
+from datakit.stores import resolve_store
+from datakit.stores.contract import StoreReader, StoreSpec
+from datakit.vision.fused_pipeline import FusedPipeline
+
+__all__ = ["StoreDataset"]
+
+
+class StoreDataset(Dataset[tuple[Any, Any]]):
+    """A dataset of ``(sample, label)`` pairs read from any datakit store.
+
+    Args:
+        store: a :class:`StoreSpec`, or a location that
+            :func:`datakit.stores.resolve_store` understands.
+        transform: applied to each sample after decoding. A
+            :mod:`datakit.vision` pipeline is not applied after decoding but
+            fused into it (``output`` is then ignored): each sample comes out
+            as its uint8 ``(3, H, W)`` tensor (float32 after ``Normalize``),
+            and :class:`datakit.DataLoader` reads whole batches of them into
+            shared memory and normalises once per batch.
+        target_transform: applied to each label.
+        output: what a sample is before ``transform``: ``"pil"`` (an RGB PIL
+            image), ``"numpy"`` (an ``(H, W, 3)`` uint8 array), ``"tensor"``
+            (a ``(3, H, W)`` uint8 tensor) or ``"bytes"`` (the stored payload:
+            the original file, or raw pixels for ``--format raw`` stores).
+        on_error: what a corrupt or undecodable record does: ``"raise"`` a
+            :class:`~datakit.errors.CorruptRecordError` naming its key, or
+            ``"skip"``: log it (logger ``datakit``) and return the next good
+            sample in its place, so one bad JPEG does not end a week-long run.
+        max_errors: with ``"skip"``, how many corrupt records each process may
+            skip before :class:`~datakit.errors.ErrorBudgetExhausted` is raised;
+            a store that is badly damaged should stop training, not be hidden.
+        **store_options: backend options for a location, such as
+            ``collection="train"`` for a MongoDB URI; they reach
+            :func:`~datakit.stores.resolve_store` as one mapping.
+
+    Attributes:
+        classes: class names; a label indexes this list.
+        class_to_idx: class name to label.
+        targets: every sample's label, as an int64 numpy array (one array
+            rather than a list of ints, so worker processes share it instead
+            of copying it page by page as reference counts change). In a
+            multi-label store (``manifest.label_kind == "multi"``) it is one
+            ``(len(self), len(classes))`` uint8 array of multi-hot rows, and
+            each sample's label is its row (a uint8 vector).
+        samples: ``(path, label)`` of every sample, as ``ImageFolder.samples``
+            (the original file's path), read from the store on access: a
+            read-only :class:`~datakit.datasets.paths.SamplePaths` sequence.
+        imgs: the same sequence, as ``ImageFolder.imgs``.
+        manifest: the store's :class:`~datakit.manifest.Manifest`.
+        errors_skipped: how many corrupt records this process skipped.
+    """
+
+    def __init__(
+        self,
+        store: StoreSpec | str | os.PathLike[str],
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        output: Output = "pil",
+        on_error: OnError = "raise",
+        max_errors: int = 10,
+        **store_options: Any,
+    ) -> None:
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(map(repr, OUTPUTS))}, not {output!r}")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+        if max_errors < 0:
+            raise ValueError(f"max_errors must be 0 or more, not {max_errors}")
+        self.on_error: OnError = on_error
+        self.max_errors = max_errors
+        self.spec = resolve_store(store, store_options)
+        self.transform = transform
+        self.target_transform = target_transform
+        self.output: Output = output
+        self._fused = FusedPipeline.from_transform(transform)
+        with self.spec.open_reader() as reader:
+            self.manifest: Manifest = reader.manifest
+            self.targets: np.ndarray = reader.labels()
+        self.classes: list[str] = list(self.manifest.classes)
+        self.class_to_idx: dict[str, int] = {name: label for label, name in enumerate(self.classes)}
+        self._reading = RecordReading(self.spec, self.manifest.length)
+        self._paths: PathLookup | None = None  # built where it is used, never pickled
+
+    def __len__(self) -> int:
+        return self.manifest.length
+
+    @property
+    def errors_skipped(self) -> int:
+        return self._reading.skipped
+
+    @errors_skipped.setter
+    def errors_skipped(self, count: int) -> None:
+        self._reading.skipped = count
+
+    # The original files, as ImageFolder names them (datakit.datasets.paths).
+
+    def _path_lookup(self) -> PathLookup:
+        if self._paths is None:
+            self._paths = PathLookup(self._read_source_paths, self.manifest.source, self.targets,
+                                     self.spec.describe())
+        return self._paths
+
+    @property
+    def samples(self) -> SamplePaths:
+        """``(path, label)`` per sample, read from the store on access (see :class:`SamplePaths`)."""
+        return self._path_lookup().samples
+
+    imgs = samples
+
+    def source_path(self, index: int) -> str:
+        """The path of the file sample ``index`` was converted from (under the manifest's ``source``)."""
+        return self.samples[index][0]
+
+    def index_of(self, path: str | os.PathLike[str]) -> int:
+        """The index of the sample converted from ``path``.
+
+        Args:
+            path: relative to the source folder (``"cat/0001.jpg"``, with ``/``
+                or the system's separator), or absolute under it.
+
+        The first call in a process reads every path once and keeps an index of
+        16 bytes per sample (160 MB for ten million samples); each later call
+        is a binary search and one read. The index is not pickled.
+
+        Raises:
+            KeyError: no sample was converted from ``path``; the message names it.
+        """
+        return self._path_lookup().index_of(path)
+
+    def _read_source_paths(self, start: int, stop: int) -> list[str]:
+        return self._open_reader().source_path_range(start, stop)
+
+    # Samples, a batch at a time.
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+        """Read a whole batch in one round trip to the store."""
+        positions = _positions(indices, len(self))
+        raw = self._reading.read_batch(positions, self.on_error)
+        use = self._sample if self._fused is None else self._decode_fused
+        loaded = [self._reading.load(position, data, use, self.on_error, self.max_errors)
+                  for position, data in zip(positions, raw, strict=True)]
+        if self._fused is not None:  # the per-sample steps, over the batch at once
+            where = [position for position, _, _ in loaded]
+            images = self._fused.samples([pixels for _, pixels, _ in loaded], where)
+            loaded = [(image, label) for image, (_, _, label) in zip(images, loaded, strict=True)]
+        if self.target_transform is not None:
+            loaded = [(sample, self.target_transform(label)) for sample, label in loaded]
+        return loaded
+
+    def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
+        key, record = parse_record(data, position, self.manifest, self.targets)
+        sample = decode_payload(record, key, self.output)
+        if self.transform is not None:
+            sample = self.transform(sample)
+        return sample, record_label(record, position, self.manifest, self.targets)
+
+    def _decode_fused(self, position: int, data: bytes) -> tuple[int, torch.Tensor, Any]:
+        """Where the sample came from (a skipped record's replacement), its fused pixels, its label."""
+        assert self._fused is not None
+        key, record = parse_record(data, position, self.manifest, self.targets)
+        pixels = decoding(key, self._fused.decode_sample, record, position)
+        return position, pixels, record_label(record, position, self.manifest, self.targets)
+
+    # Batch-native reading: decoding straight into a batch the loader preallocated.
+
+    def batch_sample_shape(self) -> tuple[int, int, int] | None:
+        """The ``(3, H, W)`` shape of every sample, when batches can be decoded in place.
+
+        :class:`datakit.DataLoader` then has its workers call
+        :meth:`read_batch_into` on preallocated shared memory instead of
+        building, collating and pickling one tensor per sample; see
+        :func:`datakit.datasets.batches.batch_sample_shape` for when.
+        """
+        return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
+                                  self.target_transform)
+
+    def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
+        """Decode the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
+
+        The result, after :attr:`finish_batch`'s step, equals
+        ``default_collate(self.__getitems__(indices))``, without per-sample tensors.
+
+        Args:
+            indices: the batch's indices.
+            images: a uint8 array of shape ``(len(indices), *batch_sample_shape())``.
+            labels: an int64 array of shape ``(len(indices),)``.
+        """
+        positions = _positions(indices, len(self))
+        raw = self._reading.read_batch(positions, self.on_error)
+        if self._fused is None and read_raw_batch_into(raw, positions, images, labels, self.manifest,
+                                                       self.targets):
+            return
+        for slot, (position, data) in enumerate(zip(positions, raw, strict=True)):
+            if data is not None:
+                try:
+                    labels[slot] = self._decode_into(position, data, images[slot])
+                    continue
+                except CorruptRecordError:
+                    if self.on_error == "raise":
+                        raise
+            # the slow path, which finds a replacement for a bad record
+            decode = functools.partial(self._decode_into, out=images[slot])
+            labels[slot] = self._reading.load(position, data, decode, self.on_error, self.max_errors)
+
+    @property
+    def finish_batch(self) -> BatchSteps | None:
+        """What the loader runs on batches read by :meth:`read_batch_into`, if anything.
+
+        A ``datakit.vision`` pipeline's batch steps: its batched augmentations
+        on the uint8 batch (in the worker, or on the GPU when the loader has a
+        device), then ``Normalize``, what follows it and MixUp/CutMix, once per
+        batch. None otherwise. The loader's optional hook
+        (``SupportsBatchFinish`` in ``datakit/loader/batchpath.py``).
+        """
+        return self._fused.batch_steps() if self._fused is not None else None
+
+    @property
+    def collate_fn(self) -> Callable[[Sequence[Any]], Any]:
+        """``default_collate``, then this dataset's MixUp/CutMix if its pipeline has them.
+
+        For torch's own ``DataLoader(dataset, collate_fn=dataset.collate_fn)``;
+        :class:`datakit.DataLoader` mixes batches itself.
+        """
+        return self._fused.collate if self._fused is not None else default_collate
+
+    def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
+        key, record = parse_record(data, position, self.manifest, self.targets)
+        if self._fused is not None:
+            decoding(key, self._fused.decode_into, record, position, out)
+        else:
+            planes_into(record, key, out)
+        return record.header.label
+
+    # This process's connection.
+
+    def _open_reader(self) -> StoreReader:
+        return self._reading.reader()
+
+    def close(self) -> None:
+        """Close this process's connection; the next read reopens it."""
+        self._reading.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_paths"] = None  # rebuilt where used: its index holds this interpreter's hash()es
+        return state
+
+    def __repr__(self) -> str:
+        produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
+        return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
+                f"{len(self.classes)} classes, {produces})")
+
+
+def _positions(indices: Sequence[int], length: int) -> list[int]:
+    """Every index as a position in ``[0, length)``: one bounds check for a batch of plain ones.
+
+    Raises:
+        IndexError: an index is out of range; the message names it.
+    """
+    positions = [int(index) for index in indices]
+    if not positions or (min(positions) >= 0 and max(positions) < length):
+        return positions
+    checked = []
+    for index in indices:  # negative ones, or the error
+        position = int(index)
+        position += length if position < 0 else 0
+        if not 0 <= position < length:
+            raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
+        checked.append(position)
+    return checked

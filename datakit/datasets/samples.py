@@ -1,0 +1,88 @@
+"""From a record's bytes to a sample: the checks and decoding of one record, for a dataset.
+
+Every failure here is a :class:`~datakit.errors.CorruptRecordError` naming the
+record's key, which the dataset's error budget (:mod:`datakit.datasets.reading`)
+either raises or skips: a record whose label disagrees with the store's label
+table, and a payload that passed its checksum but does not decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from datakit.decode import (
+    ImageShapeError,
+    record_planes_into,
+    record_to_array,
+    record_to_pil,
+    record_to_tensor,
+)
+from datakit.errors import CorruptRecordError
+from datakit.manifest import Manifest, record_key
+from datakit.records import MULTI_LABEL_VERSION, Record, decode_record
+
+__all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "decoding",
+           "planes_into"]
+
+Output = Literal["pil", "numpy", "tensor", "bytes"]
+OnError = Literal["raise", "skip"]
+OUTPUTS = ("pil", "numpy", "tensor", "bytes")
+_DECODERS: dict[str, Callable[[Record], Any]] = {
+    "pil": record_to_pil, "numpy": record_to_array, "tensor": record_to_tensor}
+_T = TypeVar("_T")
+
+
+def parse_record(data: bytes, position: int, manifest: Manifest, targets: np.ndarray) -> tuple[str, Record]:
+    """The record's key and the record, checked against the store's label table."""
+    key = record_key(position)
+    record = decode_record(data, key)
+    if manifest.multi_label:  # the header holds the first class of the multi-hot row
+        row = targets[position]
+        if (record.header.version < MULTI_LABEL_VERSION or not 0 <= record.header.label < len(row)
+                or not row[record.header.label] or row[:record.header.label].any()):
+            raise CorruptRecordError(key, f"its label {record.header.label} (format version "
+                                          f"{record.header.version}) disagrees with the store's "
+                                          f"multi-label table ({row.tolist()})")
+    elif record.header.label != targets[position]:
+        raise CorruptRecordError(key, f"its label {record.header.label} disagrees with the store's "
+                                      f"label table ({targets[position]})")
+    return key, record
+
+
+def record_label(record: Record, position: int, manifest: Manifest, targets: np.ndarray) -> Any:
+    """A sample's label: the record's class, or in a multi-label store its multi-hot uint8
+    row, a copy of its own, which ``default_collate`` stacks into ``(batch, classes)``."""
+    return targets[position].copy() if manifest.multi_label else record.header.label
+
+
+def decode_payload(record: Record, key: str, output: str) -> Any:
+    """The record's payload as ``output`` says (:data:`Output`)."""
+    if output == "bytes":
+        return bytes(record.payload)
+    return decoding(key, _DECODERS[output], record)
+
+
+def decoding(key: str, decode: Callable[..., _T], *args: Any) -> _T:
+    """``decode(*args)``, a failure to decode becoming a :class:`CorruptRecordError` naming ``key``."""
+    try:
+        return decode(*args)
+    except Exception as exc:  # the checksum held, but the payload does not decode
+        raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
+
+
+def planes_into(record: Record, key: str, out: np.ndarray) -> None:
+    """Decode the record's image into ``out``, a uint8 ``(3, H, W)`` batch slot.
+
+    Raises:
+        CorruptRecordError: the image does not decode, or is not of the slot's size.
+    """
+    try:
+        record_planes_into(record, out)
+    except ImageShapeError as exc:
+        raise CorruptRecordError(key, f"image of shape {exc.shape} where the manifest promises "
+                                      f"{out.shape[1]}x{out.shape[2]} RGB") from None
+    except Exception as exc:
+        raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None

@@ -1,0 +1,138 @@
+"""How a datakit store is laid out in an LMDB environment, and the walks a transaction makes over it.
+
+The environment's main database (keys are bytes)::
+
+    0000000000 .. 0000000041   records (datakit.records), key = record_key(index)
+    __src__/0000000000 ...     int32 label + UTF-8 source path of each record
+    __progress__               JSON: conversion settings and running totals
+                               (present while the conversion is incomplete)
+    __labels__                 the label table (datakit.stores.labeltable)
+    __len__                    number of records, ASCII decimal
+    __keys__                   JSON key scheme
+    __manifest__               JSON manifest; written in the final commit
+
+Digits sort before ``_``, so the records form one contiguous key range, and
+the source entries another. While a conversion writes the store, the
+directory also holds its writer lock (``datakit-writer.lock``, see
+:mod:`datakit.stores.lmdb.lock`).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+
+import lmdb
+
+from datakit.errors import StoreError, option
+from datakit.manifest import KEY_DIGITS, Stats, record_key
+from datakit.stores.state import ConversionSettings
+
+__all__ = [
+    "MANIFEST",
+    "PROGRESS",
+    "LABELS",
+    "LEN",
+    "KEYS",
+    "DATA_FILES",
+    "FOREIGN",
+    "source_key",
+    "encode_source",
+    "decode_source",
+    "progress_json",
+    "load_progress",
+    "is_foreign",
+    "record_range",
+    "source_entries",
+]
+
+MANIFEST = b"__manifest__"
+PROGRESS = b"__progress__"
+LABELS = b"__labels__"
+LEN = b"__len__"
+KEYS = b"__keys__"
+DATA_FILES = ("data.mdb", "lock.mdb")
+FOREIGN = ("an LMDB environment with neither a datakit manifest nor a conversion in progress; it was not "
+           "written by `datakit convert`")
+"""Why an environment that holds someone else's entries is not a datakit store."""
+
+_SOURCE_PREFIX = b"__src__/"
+_LABEL = struct.Struct("<i")
+
+
+def source_key(index: int) -> bytes:
+    """The key of record ``index``'s source entry."""
+    return _SOURCE_PREFIX + record_key(index).encode("ascii")
+
+
+def encode_source(label: int, source: str) -> bytes:
+    """A source entry: the record's label, then its source path."""
+    return _LABEL.pack(label) + source.encode("utf-8", "surrogateescape")
+
+
+def decode_source(value: bytes, key: bytes, path: str) -> tuple[int, str]:
+    """The label and source path of a source entry.
+
+    Raises:
+        StoreError: the entry is too short to hold a label.
+    """
+    if len(value) < _LABEL.size:
+        raise StoreError.advising("{path}: source entry {key!r} is truncated ({size} bytes); reconvert with "
+                                  "{overwrite}", path=path, key=key.decode("ascii", "replace"),
+                                  size=len(value), overwrite=option("overwrite"))
+    (label,) = _LABEL.unpack_from(value)
+    return label, value[_LABEL.size:].decode("utf-8", "surrogateescape")
+
+
+def progress_json(settings: ConversionSettings, stats: Stats) -> bytes:
+    """The progress entry of a conversion under ``settings`` that committed ``stats``."""
+    return json.dumps({"settings": settings.to_dict(), "stats": stats.to_dict()}).encode("utf-8")
+
+
+def load_progress(raw: bytes | None) -> object:
+    """The progress entry parsed: ``None`` when there is none, and the bytes as they are
+    when they are not JSON (:func:`~datakit.stores.state.parse_progress` refuses them)."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
+        return bytes(raw)
+
+
+def is_foreign(txn: lmdb.Transaction) -> bool:
+    """Whether an environment holds entries but neither a manifest nor conversion progress:
+    someone else's data. (An empty one is a conversion killed before its first commit.)"""
+    return txn.get(MANIFEST) is None and txn.get(PROGRESS) is None and bool(txn.cursor().first())
+
+
+def record_range(txn: lmdb.Transaction) -> Iterator[tuple[bytes, bytes]]:
+    """Every (key, value) of the record range, in key order."""
+    cursor = txn.cursor()
+    if not cursor.first():
+        return
+    for key, value in cursor:
+        key = bytes(key)
+        if len(key) != KEY_DIGITS or not key.isdigit():
+            return
+        yield key, bytes(value)
+
+
+def source_entries(txn: lmdb.Transaction, start: int, stop: int, path: str) -> list[tuple[int, str]]:
+    """The label and source path of records ``start .. stop - 1``, in one range read.
+
+    The list ends early at the first record whose entry is missing: its
+    length says how far the entries go on without a gap.
+    """
+    entries: list[tuple[int, str]] = []
+    cursor = txn.cursor()
+    if start >= stop or not cursor.set_range(source_key(start)):
+        return entries
+    for key, value in cursor:
+        if bytes(key) != source_key(start + len(entries)):
+            break  # a gap, or past the source entries
+        entries.append(decode_source(bytes(value), bytes(key), path))
+        if len(entries) == stop - start:
+            break
+    return entries

@@ -1,0 +1,133 @@
+"""Reading a complete LMDB store, one reader per process.
+
+A batch is one read transaction; records are streamed in key order with a
+cursor. The environment is this process's shared read-only one
+(:mod:`datakit.stores.lmdb.environments`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+import lmdb
+
+from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
+from datakit.manifest import record_key
+from datakit.stores.contract import StoreReader
+from datakit.stores.lmdb.environments import environments
+from datakit.stores.lmdb.layout import (
+    FOREIGN,
+    LABELS,
+    LEN,
+    MANIFEST,
+    PROGRESS,
+    decode_source,
+    is_foreign,
+    load_progress,
+    record_range,
+    source_entries,
+    source_key,
+)
+from datakit.stores.lmdb.location import LMDBLocation
+from datakit.stores.lmdb.lock import lock_holder
+from datakit.stores.lmdb.pathkind import not_a_store_message
+from datakit.stores.refusals import check_range, incomplete_message, missing_source_message
+from datakit.stores.state import progress_source
+
+__all__ = ["LMDBReader"]
+
+
+class LMDBReader(StoreReader):
+    """Reads a complete LMDB store. Open one per process.
+
+    Args:
+        spec: the store.
+
+    Raises:
+        StoreNotFoundError: nothing is at the path.
+        StoreError: the path holds no LMDB store, or someone else's entries.
+        IncompleteStoreError: the store has no manifest.
+    """
+
+    spec: LMDBLocation
+
+    def __init__(self, spec: LMDBLocation) -> None:
+        super().__init__(spec)
+
+    def _connect(self) -> None:
+        path = self.spec.path
+        if not os.path.exists(path):
+            raise StoreNotFoundError(f"no store at {path}; create one with `datakit convert SRC {path}`")
+        if not self.spec.is_lmdb_store():
+            raise StoreError(not_a_store_message(path))
+        self._env = environments.acquire(path)
+        self._closed = False
+
+    def _manifest_json(self) -> bytes:
+        path = self.spec.path
+        with self._begin() as txn:
+            raw, progress, foreign = txn.get(MANIFEST), txn.get(PROGRESS), is_foreign(txn)
+        if foreign:
+            raise StoreError(f"{path} is not a datakit store ({FOREIGN})")
+        if raw is None:
+            raise IncompleteStoreError(incomplete_message(self.spec, progress_source(load_progress(progress)),
+                                                          lock_holder(path)))
+        return bytes(raw)
+
+    def _begin(self) -> lmdb.Transaction[bytes]:
+        """A read transaction; after an append grew the file past this process's map, the
+        map is widened to the file's first (old records never move, so the view holds)."""
+        try:
+            return self._env.begin()
+        except lmdb.MapResizedError:
+            self._env.set_mapsize(0)  # LMDB's word for "adopt the size the writer set"
+            return self._env.begin()
+
+    def _label_table(self) -> bytes | None:
+        with self._begin() as txn:
+            raw = txn.get(LABELS)
+        return None if raw is None else bytes(raw)
+
+    def _grown(self) -> bool:
+        with self._begin() as txn:
+            now = txn.get(LEN)
+        return now is not None and now.isdigit() and int(now) > self._manifest.length
+
+    def get_many(self, indices: Sequence[int]) -> list[bytes]:
+        records = []
+        with self._begin() as txn:
+            for index in indices:
+                key = record_key(index)
+                value = txn.get(key.encode("ascii"))
+                if value is None:
+                    raise CorruptRecordError(key, f"missing from {self.spec.path}")
+                records.append(value)
+        return records
+
+    def iter_records(self) -> Iterator[tuple[int, bytes]]:
+        with self._begin() as txn:
+            for key, value in record_range(txn):
+                if int(key) >= self._manifest.length:
+                    return  # appended after this reader's manifest (or being appended now)
+                yield int(key), value
+
+    def source_paths(self, indices: Sequence[int]) -> list[str]:
+        with self._begin() as txn:
+            keys = [source_key(index) for index in indices]
+            values = [txn.get(key) for key in keys]
+        return [decode_source(value, key, self.spec.path)[1] if value else "?"
+                for key, value in zip(keys, values, strict=True)]
+
+    def source_path_range(self, start: int, stop: int) -> list[str]:
+        check_range(start, stop, self._manifest.length)
+        with self._begin() as txn:
+            entries = source_entries(txn, start, stop, self.spec.path)
+        if len(entries) != stop - start:
+            raise StoreError(missing_source_message(self.spec.path, record_key(start + len(entries))))
+        return [source for _, source in entries]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            environments.release(self.spec.path)
