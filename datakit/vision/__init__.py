@@ -1,22 +1,46 @@
-"""Fused decode and augmentation for photos: torchvision's operations, run inside the decoder.
+"""torchvision's transforms for photos, run fast: fused into decoding, then batched.
 
 Swap the import and give the pipeline to a datakit dataset::
 
     from datakit import vision as T          # was: from torchvision.transforms import v2 as T
 
-    train = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
-                       T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    train = T.Compose([T.RandomResizedCrop(176), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
+                       T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]), T.RandomErasing(0.1),
+                       T.RandomChoice([T.MixUp(alpha=0.2, num_classes=1000),
+                                       T.CutMix(alpha=1.0, num_classes=1000)])])
     dataset = datakit.LMDBDataset("train.lmdb", transform=train)
+    loader = datakit.DataLoader(dataset, batch_size=128, shuffle=True, num_workers=8)
 
-The dataset then decodes each JPEG at the smallest DCT scale the crop allows,
-only the rows and columns the crop needs, resizes, flips, and writes uint8
-pixels straight into the loader's batch memory; ``Normalize`` runs once per
-batch (on the GPU with ``datakit.DataLoader(device=...)``). See
-:mod:`datakit.vision.fused` for what is exact and what is approximated, and
-``docs/vision.md`` for the measurements.
+The dataset decodes each JPEG at the smallest DCT scale the crop allows, only
+the rows and columns the crop needs, resizes and flips (the fused prefix,
+:mod:`datakit.vision.fused`); the augmentations that follow run over whole
+uint8 batches in the workers, or on the GPU with ``DataLoader(device=...)``;
+``Normalize`` and MixUp/CutMix run once per batch (:mod:`datakit.vision.recipe`).
+Any other callable in a ``Compose`` runs per sample on the uint8 tensor. Each
+operation's pixels equal torchvision v2's on tensors (``docs/vision.md`` has
+the table and the measurements).
 """
 
+from datakit.vision.augment.augmix import AugMix
+from datakit.vision.augment.base import BatchOp, SampleOp
+from datakit.vision.augment.choice import RandomChoice
+from datakit.vision.augment.colour import (
+    ColorJitter,
+    GaussianBlur,
+    RandomAdjustSharpness,
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomGrayscale,
+    RandomInvert,
+    RandomPosterize,
+    RandomSolarize,
+)
+from datakit.vision.augment.erasing import RandomErasing
+from datakit.vision.augment.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
+from datakit.vision.augment.mixing import CutMix, MixUp
+from datakit.vision.augment.policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
 from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
+from datakit.vision.recipe import Recipe, compile_recipe
 from datakit.vision.transforms import (
     CenterCrop,
     Compose,
@@ -28,14 +52,39 @@ from datakit.vision.transforms import (
 )
 
 __all__ = [
+    "AugMix",
+    "AutoAugment",
+    "AutoAugmentPolicy",
+    "BatchOp",
     "CenterCrop",
+    "ColorJitter",
     "Compose",
+    "CutMix",
     "FusedDecoder",
     "FusedPlan",
+    "GaussianBlur",
+    "MixUp",
     "Normalize",
+    "RandAugment",
+    "RandomAdjustSharpness",
+    "RandomAffine",
+    "RandomAutocontrast",
+    "RandomChoice",
+    "RandomEqualize",
+    "RandomErasing",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
+    "RandomInvert",
+    "RandomPosterize",
     "RandomResizedCrop",
+    "RandomRotation",
+    "RandomSolarize",
+    "RandomVerticalFlip",
+    "Recipe",
     "Resize",
+    "SampleOp",
     "Transform",
+    "TrivialAugmentWide",
+    "compile_recipe",
     "compile_transform",
 ]

@@ -147,8 +147,8 @@ class FusedPipeline:
     def _warn_if_unmixed(self) -> None:
         if self.recipe.batch_steps and epoch_seed() is None and not self._warned_unmixed:
             self._warned_unmixed = True
-            names = ", ".join(type(step.op).__name__ for step in self.recipe.batch_steps)
-            warnings.warn(f"{names} mix whole batches: datakit.DataLoader applies them; under another "
+            names = ", ".join(repr(step.op) for step in self.recipe.batch_steps)
+            warnings.warn(f"{names} mixes whole batches, which datakit.DataLoader does; under another "
                           "loader pass collate_fn=dataset.collate_fn (samples are returned unmixed)",
                           UserWarning, stacklevel=4)
 
