@@ -96,8 +96,8 @@ def test_a_recipe_gives_the_same_batches_with_any_worker_count(store, recipe):
 
 
 def test_the_augmentations_are_applied_and_differ_per_sample(store):
-    plain = datakit.LMDBDataset(store, transform=T.Compose([T.RandomResizedCrop(SIZE),
-                                                            T.RandomHorizontalFlip(), T.Normalize(MEAN, STD)]))
+    plain_recipe = T.Compose([T.RandomResizedCrop(SIZE), T.RandomHorizontalFlip(), T.Normalize(MEAN, STD)])
+    plain = datakit.LMDBDataset(store, transform=plain_recipe)
     augmented = datakit.LMDBDataset(store, transform=reference(mix=False))
     before, after = epoch(plain, 2), epoch(augmented, 2)
     differ = [not torch.allclose(a, b) for x, y in zip(before, after, strict=True)
