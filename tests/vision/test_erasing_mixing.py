@@ -158,7 +158,7 @@ def test_mixup_with_a_fixed_lambda_equals_torchvision(v2, lam, dtype):
     images, labels = mixing_batch(dtype)
     reference_op = v2.MixUp(num_classes=10)
     params = {"lam": lam, "labels": labels, "batch_size": 6}
-    out_images, out_labels = MixUp(num_classes=10).apply(images, labels, MixUpParams(lam))
+    out_images, out_labels = MixUp(num_classes=10).apply(images.clone(), labels, MixUpParams(lam))
     assert torch.equal(out_images, reference_op.transform(images, params))
     assert torch.equal(out_labels, reference_op.transform(labels, params))
     assert out_labels.dtype == torch.float32
@@ -170,7 +170,8 @@ def test_mixup_of_large_batches_mixed_in_chunks_equals_torchvision(v2):
     reference = v2.MixUp(num_classes=9).transform(images.float(), params)
     op = MixUp(num_classes=9)
     assert torch.equal(op.apply(images.float(), labels, MixUpParams(0.61))[0], reference)
-    assert torch.equal(op.apply(images, labels, MixUpParams(0.61))[0], reference.round().to(torch.uint8))
+    mixed = op.apply(images.clone(), labels, MixUpParams(0.61))[0]
+    assert torch.equal(mixed, reference.round().to(torch.uint8))
 
 
 def test_mixup_of_uint8_images_is_torchvisions_float_mix_rounded(v2):
@@ -180,7 +181,7 @@ def test_mixup_of_uint8_images_is_torchvisions_float_mix_rounded(v2):
         v2.MixUp(num_classes=10)(images, labels)
     params = {"lam": 0.3, "labels": labels, "batch_size": 6}
     expected = v2.MixUp(num_classes=10).transform(images.float(), params).round().to(torch.uint8)
-    assert torch.equal(MixUp(num_classes=10).apply(images, labels, MixUpParams(0.3))[0], expected)
+    assert torch.equal(MixUp(num_classes=10).apply(images.clone(), labels, MixUpParams(0.3))[0], expected)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
@@ -192,7 +193,8 @@ def test_cutmix_with_a_fixed_box_equals_torchvision(v2, dtype, box):
     for given, num_classes in ((labels, 10), (soft, None)):
         params = {"box": box, "lam_adjusted": lam, "labels": given, "batch_size": 6}
         reference_op = v2.CutMix(num_classes=num_classes)
-        out_images, out_labels = CutMix(num_classes=num_classes).apply(images, given, CutMixParams(box, lam))
+        op = CutMix(num_classes=num_classes)
+        out_images, out_labels = op.apply(images.clone(), given, CutMixParams(box, lam))
         assert torch.equal(out_images, reference_op.transform(images, params))
         assert torch.equal(out_labels, reference_op.transform(given, params))
 
@@ -261,8 +263,8 @@ def test_random_choice_between_batch_ops_picks_per_batch_with_p(v2):
     assert abs(picks.mean() - 0.75) < 4 * np.sqrt(0.75 * 0.25 / 20_000)
     images, labels = mixing_batch(torch.float32)
     index, params = choice.draw_batch(SampleRandom(1), 6, HEIGHT, WIDTH)
-    out = choice.apply(images, labels, (index, params))
-    alone = choice.transforms[index].apply(images, labels, params)
+    out = choice.apply(images.clone(), labels, (index, params))
+    alone = choice.transforms[index].apply(images.clone(), labels, params)
     assert torch.equal(out[0], alone[0]) and torch.equal(out[1], alone[1])
     mixed_images, mixed_labels = choice(images, labels)  # called like torchvision's
     assert mixed_images.shape == images.shape and mixed_labels.shape == (6, 10)
@@ -296,3 +298,13 @@ def test_random_choice_of_anything_else_is_torchvisions_and_everything_pickles()
         RandomChoice([])
     with pytest.raises(ValueError, match="Length of p"):
         RandomChoice([RandomVerticalFlip()], p=[0.5, 0.5])
+
+
+def test_calling_a_batch_op_leaves_the_callers_batch_as_it_was():
+    images = torch.randint(0, 256, (6, 3, 9, 9), dtype=torch.uint8)
+    labels = torch.arange(6) % 3
+    before = images.clone()
+    for op in (MixUp(num_classes=3), CutMix(num_classes=3)):
+        mixed, soft = op(images, labels)
+        assert torch.equal(images, before) and mixed.data_ptr() != images.data_ptr()
+        assert soft.shape == (6, 3)

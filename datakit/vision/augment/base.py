@@ -92,7 +92,10 @@ class BatchOp(Transform):
 
     def apply(self, images: torch.Tensor, labels: torch.Tensor,
               params: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """``images`` (N, C, H, W) and integer ``labels`` (N,) mixed by ``params``: images and soft labels."""
+        """``images`` (N, C, H, W) and integer ``labels`` (N,) mixed by ``params``: images and soft labels.
+
+        ``images`` may be written in place (callers pass a batch they own).
+        """
         raise NotImplementedError  # pragma: no cover - every operation overrides it
 
     def __call__(self, images: Any, labels: Any = None) -> Any:
