@@ -38,8 +38,9 @@ from datakit.decode import record_to_array
 from datakit.headers import sniff_header
 from datakit.records import PayloadKind, Record
 from datakit.vision.geometry import Box
-from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, scaled_size
+from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, copy_planar, scaled_size
 from datakit.vision.randomness import SampleRandom
+from datakit.vision.resample import InterpolationMode, Resampling, exact_scale
 from datakit.vision.transforms import (
     CenterCrop,
     Compose,
@@ -78,7 +79,7 @@ class FusedPlan:
             return (3, *self.crop.size)
         if self.center is not None:
             return (3, *self.center.size)
-        if self.resize is not None and not isinstance(self.resize.size, int):
+        if self.resize is not None and isinstance(self.resize.size, tuple):
             return (3, *self.resize.size)
         return None
 
@@ -158,14 +159,15 @@ class FusedDecoder:
             pixels = _crop_padded(source, plan.center.box(source.width, source.height))
         else:
             pixels = _as_chw(source.region(8, 0, 0, source.width, source.height))
-        if plan.flip and random.random() < plan.flip:
-            pixels = pixels.flip(-1)
+        mirror = bool(plan.flip) and random.random() < plan.flip
         # pixels may be a view of the decoder's scratch buffer: always copy them out
         if out is None:
-            return torch.empty(pixels.shape, dtype=torch.uint8).copy_(pixels)
-        if tuple(out.shape) != tuple(pixels.shape):
+            out = np.empty(tuple(pixels.shape), dtype=np.uint8)
+        elif tuple(out.shape) != tuple(pixels.shape):
             raise ValueError(f"the sample is {tuple(pixels.shape)}, its slot {tuple(out.shape)}")
-        return torch.from_numpy(out).copy_(pixels)
+        if not copy_planar(pixels.permute(1, 2, 0).numpy(), out, mirror):
+            torch.from_numpy(out).copy_(pixels.flip(-1) if mirror else pixels)
+        return torch.from_numpy(out)
 
     def crop_box(self, width: int, height: int, jpeg: bool, random: SampleRandom) -> tuple[Box, int]:
         """The random crop of a ``width`` x ``height`` image and the DCT scale it is decoded at.
@@ -179,54 +181,110 @@ class FusedDecoder:
         assert self.plan.crop is not None
         out_height, out_width = self.plan.crop.size
         box = self.plan.crop.box(width, height, random)
-        num = choose_scale(box.width, box.height, out_width, out_height) if jpeg else 8
+        scalable = jpeg and self.plan.crop.resampling.dct_scalable
+        num = choose_scale(box.width, box.height, out_width, out_height) if scalable else 8
         step = 8 // num
         return Box(box.top - box.top % step, box.left - box.left % step, box.height, box.width), num
 
     def _random_crop(self, source: _Source, random: SampleRandom) -> torch.Tensor:
         assert self.plan.crop is not None
         height, width = self.plan.crop.size
+        resampling = self.plan.crop.resampling
         box, num = self.crop_box(source.width, source.height, source.jpeg, random)
         if num == 8:
             region = source.region(8, box.left, box.top, box.width, box.height)
-            return _resample(region, height, width)
+            return resampling(_as_chw(region), height, width)
         step = 8 // num
         scaled_width, scaled_height = scaled_size(source.width, source.height, num)
         left, top = box.left // step, box.top // step
         columns = min(-(-(box.left + box.width) // step), scaled_width) - left
         rows = min(-(-(box.top + box.height) // step), scaled_height) - top
+        # ATen skips a side whose input and output lengths are equal, whatever the scale
+        rows += rows == height and box.height != height * step and top + rows < scaled_height
+        columns += columns == width and box.width != width * step and left + columns < scaled_width
         region = source.region(num, left, top, columns, rows)
-        return _resample(region, height, width, scales=(height * step / box.height, width * step / box.width))
+        scales = (height * step / box.height, width * step / box.width)
+        return resampling(_as_chw(region), height, width, scales=scales)
 
     def _resize_then_crop(self, source: _Source, resize: Resize, center: CenterCrop | None) -> torch.Tensor:
         new_width, new_height = resize.output_size(source.width, source.height)
         box = center.box(new_width, new_height) if center else Box(0, 0, new_height, new_width)
-        num = source.scale_for(source.width, source.height, new_width, new_height)
-        scaled_width, scaled_height = scaled_size(source.width, source.height, num)
-        if (scaled_width, scaled_height) == (new_width, new_height):  # a DCT scale gave the size exactly
-            return crop_chw(_as_chw(source.region(num, 0, 0, scaled_width, scaled_height)), box)
-        scale_y, scale_x = new_height / scaled_height, new_width / scaled_width
-        # Output rows [0, bottom) and columns [0, right) are computed; they need the source rows and
-        # columns up to the filter support of the last one (ATen's antialiased kernel: centre
-        # (i + 0.5) / scale, support max(1 / scale, 1)).
-        bottom = min(box.top + box.height, new_height)
-        right = min(box.left + box.width, new_width)
-        rows = _source_extent(bottom, scale_y, scaled_height)
-        columns = _source_extent(right, scale_x, scaled_width)
-        region = source.region(num, 0, 0, columns, rows)
-        if (rows, columns) == (scaled_height, scaled_width):
-            resized = _resample(region, new_height, new_width)
-        else:
-            resized = _resample(region, bottom, right, scales=(scale_y, scale_x))
+        resampling = resize.resampling
+        num = 8
+        if resampling.dct_scalable:
+            num = source.scale_for(source.width, source.height, new_width, new_height)
+        # the output pixels the crop keeps: rows [top, bottom) and columns [left, right) of the resize
+        top, bottom = max(box.top, 0), min(box.top + box.height, new_height)
+        left, right = max(box.left, 0), min(box.left + box.width, new_width)
+        resized = _resize_part(source, num, (new_height, new_width), (top, bottom, left, right), resampling)
         return crop_chw(resized, box)
 
 
-def _source_extent(outputs: int, scale: float, length: int) -> int:
-    """Source pixels ``[0, n)`` that output pixels ``[0, outputs)`` read, with one pixel of margin."""
+def _resize_part(source: _Source, num: int, size: tuple[int, int], kept: tuple[int, int, int, int],
+                 resampling: Resampling) -> torch.Tensor:
+    """Rows ``[0, bottom)`` x columns ``[0, right)`` of the image's resize to ``size``, decoded at ``num``/8.
+
+    Only the pixels in ``kept`` (``top, bottom, left, right``) are the
+    resize's; the rest are unspecified: only the source rows and columns
+    that ``kept`` reads are decoded (:meth:`_Source.window`). The kernel is
+    given the scale factors of the whole image's resize (at full scale with
+    ``1.0 / scale == source / output`` exactly, :func:`exact_scale`), so each
+    kept pixel is computed from the same pixels with the same weights as in
+    the whole resize. Along a side where no such factor exists, and for the
+    nearest modes (whose ATen kernels special-case some input sizes), the
+    kernel gets the whole side instead (still decoded only where needed).
+    """
+    top, bottom, left, right = kept
+    scaled_width, scaled_height = scaled_size(source.width, source.height, num)
+    exact = num == 8 or (source.width * num % 8, source.height * num % 8) == (0, 0)
+    if exact and (scaled_height, scaled_width) == size:  # the decode is the resize, as torchvision's
+        return _as_chw(source.window(num, top, left, bottom, right))
+    if num < 8:  # onto the grid of the image's true scaled size, not libjpeg's rounded-up one
+        scales: tuple[float | None, float | None] = (size[0] * 8 / (source.height * num),
+                                                     size[1] * 8 / (source.width * num))
+    elif resampling.mode in (InterpolationMode.NEAREST, InterpolationMode.NEAREST_EXACT):
+        scales = (None, None)
+    else:
+        scales = (exact_scale(source.height, size[0]), exact_scale(source.width, size[1]))
+    ys = _side(top, bottom, scaled_height, size[0], scales[0], resampling)
+    xs = _side(left, right, scaled_width, size[1], scales[1], resampling)
+    canvas = source.window(num, ys[0], xs[0], ys[1], xs[1], ys[2], xs[2])
+    resized = resampling(_as_chw(canvas), ys[3], xs[3], scales=scales)
+    return resized[:, :bottom, :right]
+
+
+def _side(first: int, end: int, length: int, output: int, scale: float | None,
+          resampling: Resampling) -> tuple[int, int, int, int]:
+    """How one side is resized: source ``[start, stop)`` decoded, the canvas's length, the outputs computed.
+
+    With a scale factor the canvas ends after the last source pixel read and
+    the kernel computes outputs ``[0, end)``; without one it gets the whole
+    side (``length`` in, ``output`` out) so that ATen's ``length / output``
+    is the whole resize's. ATen skips a side whose input and output lengths
+    are equal, whatever the scale: then one more pixel is decoded, or one
+    more output computed.
+    """
+    start, stop = _span(first, end, output / length if scale is None else scale, length, resampling)
+    if scale is None:
+        return start, stop, length, output
+    if stop == end and stop < length:
+        stop += 1
+    elif stop == end and end < output:
+        end += 1
+    return start, stop, stop, end
+
+
+def _span(first: int, end: int, scale: float, length: int, resampling: Resampling) -> tuple[int, int]:
+    """Source pixels ``[start, stop)`` that outputs ``[first, end)`` read, with one pixel of margin each side.
+
+    An output pixel ``i`` is centred on source ``(i + 0.5) / scale`` and reads
+    up to :meth:`Resampling.support` pixels either side (ATen's kernels).
+    """
     inverse = 1.0 / scale
-    support = max(inverse, 1.0)
-    last_centre = inverse * (outputs - 0.5)
-    return min(length, int(last_centre + support + 0.5) + 1)
+    support = resampling.support(scale)
+    start = int(inverse * (first + 0.5) - support + 0.5) - 1
+    stop = int(inverse * (end - 0.5) + support + 0.5) + 1
+    return max(start, 0), min(stop, length)
 
 
 class _Source:
@@ -267,6 +325,22 @@ class _Source:
         pixels = self._whole()
         return pixels[top:top + height, left:left + width]
 
+    def window(self, num: int, top: int, left: int, bottom: int, right: int,
+               height: int | None = None, width: int | None = None) -> np.ndarray:
+        """An ``(height, width, 3)`` array (default ``(bottom, right, 3)``) of the image at scale ``num``/8.
+
+        Only rows ``[top, bottom)`` x columns ``[left, right)`` hold the
+        image's pixels (more of them may, when the image was decoded whole).
+        """
+        height, width = bottom if height is None else height, right if width is None else width
+        if self.jpeg:
+            try:
+                return self._regions.window(self.record.payload, num, top, left, bottom, right, height, width)
+            except UnsupportedColourSpace:
+                self.jpeg = False
+        assert num == 8 or not self.jpeg
+        return self._whole()[:height, :width]
+
     def _whole(self) -> np.ndarray:
         if self._pixels is None:
             self._pixels = record_to_array(self.record)
@@ -276,27 +350,6 @@ class _Source:
 def _as_chw(region: np.ndarray) -> torch.Tensor:
     """A ``(3, H, W)`` view of ``(H, W, 3)`` pixels (channels-last in memory)."""
     return torch.from_numpy(region).permute(2, 0, 1)
-
-
-def _resample(region: np.ndarray, height: int, width: int,
-              scales: tuple[float, float] | None = None) -> torch.Tensor:
-    """Antialiased bilinear resize of ``(H, W, 3)`` pixels to ``(3, height, width)``.
-
-    With ``scales``, output pixel ``i`` is centred on source ``(i + 0.5) / scale - 0.5``
-    whatever the region's size, which lets a partial region give exactly the
-    pixels of the whole image's resize.
-    """
-    pixels = _as_chw(region)
-    if scales is None and tuple(pixels.shape[1:]) == (height, width):
-        return pixels
-    batch = pixels.unsqueeze(0)
-    if not batch.is_contiguous(memory_format=torch.channels_last):
-        batch = batch.contiguous(memory_format=torch.channels_last)
-    scale_y, scale_x = scales if scales is not None else (None, None)
-    # import-graph: allow-private: ATen's op behind F.interpolate (which takes sizes or scales, not both)
-    resized: torch.Tensor = torch.ops.aten._upsample_bilinear2d_aa.default(
-        batch, [height, width], False, scale_y, scale_x)
-    return resized[0]
 
 
 def _crop_padded(source: _Source, box: Box) -> torch.Tensor:

@@ -55,17 +55,26 @@ def random_resized_crop_box(width: int, height: int, scale: tuple[float, float],
     return Box((height - crop_height) // 2, (width - crop_width) // 2, crop_height, crop_width)
 
 
-def resized_size(width: int, height: int, size: int | tuple[int, int]) -> tuple[int, int]:
-    """The ``(width, height)`` torchvision's ``Resize(size)`` gives a ``width`` x ``height`` image.
+def resized_size(width: int, height: int, size: int | tuple[int, int] | None,
+                 max_size: int | None = None) -> tuple[int, int]:
+    """The ``(width, height)`` ``Resize(size, max_size=max_size)`` gives a ``width`` x ``height`` image.
 
     An int sets the shorter side, the longer one keeping the aspect ratio
-    (rounded down); a pair is ``(height, width)``.
+    (rounded down); then, if the longer side exceeds ``max_size``, it becomes
+    ``max_size`` and the shorter one shrinks in proportion (rounded down).
+    ``None`` sets the longer side to ``max_size``. A pair is ``(height, width)``.
     """
-    if not isinstance(size, int):
+    if size is not None and not isinstance(size, int):
         return size[1], size[0]
-    if width <= height:
-        return size, int(size * height / width)
-    return int(size * width / height), size
+    short, long = (width, height) if width <= height else (height, width)
+    if size is None:
+        assert max_size is not None
+        new_short, new_long = int(max_size * short / long), max_size
+    else:
+        new_short, new_long = size, int(size * long / short)
+        if max_size is not None and new_long > max_size:
+            new_short, new_long = int(max_size * new_short / new_long), max_size
+    return (new_short, new_long) if width <= height else (new_long, new_short)
 
 
 def center_crop_box(width: int, height: int, size: tuple[int, int]) -> Box:

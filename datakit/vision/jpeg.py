@@ -19,7 +19,7 @@ try:
 except ImportError:  # pragma: no cover - built without libjpeg's headers
     _jpeg = None  # type: ignore[assignment]
 
-__all__ = ["SCALES", "UnsupportedColourSpace", "RegionDecoder", "choose_scale", "scaled_size"]
+__all__ = ["SCALES", "UnsupportedColourSpace", "RegionDecoder", "choose_scale", "scaled_size", "copy_planar"]
 
 SCALES = (1, 2, 4, 8)
 """Numerators of the DCT scales used, over 8."""
@@ -40,6 +40,30 @@ def choose_scale(box_width: float, box_height: float, width: int, height: int) -
         if box_width * num >= width * 8 and box_height * num >= height * 8:
             return num
     return 8
+
+
+def copy_planar(pixels: np.ndarray, out: np.ndarray, mirror: bool = False) -> bool:
+    """Copy interleaved ``(H, W, 3)`` uint8 pixels into ``out``, ``(3, H, W)``, mirrored if asked.
+
+    ``pixels`` may have rows further apart than ``W * 3`` bytes (a crop of a
+    larger image). The extension's de-interleave is several times faster
+    than torch's strided copy (see ``_jpeg.c``).
+
+    Returns:
+        False, having copied nothing, where the extension is not built or the
+        layouts are not these (the caller then copies another way).
+    """
+    if _jpeg is None or pixels.dtype != np.uint8 or out.dtype != np.uint8 or pixels.ndim != 3:
+        return False
+    height, width, channels = pixels.shape
+    row_stride = pixels.strides[0]
+    if channels != 3 or pixels.strides[1:] != (3, 1) or row_stride < width * 3 or height * width == 0 \
+            or out.shape != (3, height, width) or not out.flags.c_contiguous or not out.flags.writeable:
+        return False
+    length = (height - 1) * row_stride + width * 3
+    span = np.lib.stride_tricks.as_strided(pixels, shape=(length,), strides=(1,))
+    _jpeg.to_planar(span, row_stride, height, width, out, mirror)
+    return True
 
 
 class RegionDecoder:
@@ -67,14 +91,34 @@ class RegionDecoder:
             UnsupportedColourSpace: a CMYK or YCCK JPEG.
             ValueError: corrupt data, or a region outside the scaled image.
         """
+        bottom, right = top + height, left + width
+        return self.window(data, num, top, left, bottom, right, height, width, origin=(top, left))
+
+    def window(self, data: bytes | memoryview, num: int, top: int, left: int, bottom: int, right: int,
+               height: int, width: int, origin: tuple[int, int] = (0, 0)) -> np.ndarray:
+        """An ``(height, width, 3)`` canvas holding rows ``[top, bottom)`` x columns ``[left, right)``.
+
+        The canvas's pixel ``(y, x)`` is the scaled image's pixel ``(y + origin[0],
+        x + origin[1])``; only the region is decoded, the rest of the canvas
+        is left as it was (a view of the scratch buffer, valid until the next call).
+
+        Raises:
+            UnsupportedColourSpace: a CMYK or YCCK JPEG.
+            ValueError: corrupt data, or a region outside the scaled image or the canvas.
+        """
         if _jpeg is None:  # pragma: no cover - see the module docstring
             raise UnsupportedColourSpace("datakit was built without its JPEG region decoder")
+        row, column = top - origin[0], left - origin[1]
+        if not (0 <= row < bottom - origin[0] <= height and 0 <= column < right - origin[1] <= width):
+            raise ValueError(f"region [{top}, {bottom}) x [{left}, {right}) does not fit a {height}x{width} "
+                             f"canvas at {origin}")
         size = width * height * 3
         if self._scratch.size < size:
             self._scratch = np.empty(size, dtype=np.uint8)
-        region = self._scratch[:size]
+        canvas = self._scratch[:size]
+        start = (row * width + column) * 3
         try:
-            _jpeg.decode_region(data, num, left, top, width, height, region)
+            _jpeg.decode_region(data, num, left, top, right - left, bottom - top, canvas[start:], width * 3)
         except _jpeg.UnsupportedJpeg as exc:
             raise UnsupportedColourSpace(str(exc)) from None
-        return region.reshape(height, width, 3)
+        return canvas.reshape(height, width, 3)

@@ -8,11 +8,14 @@ its torchvision namesake on a ``(3, H, W)`` uint8 tensor (or a PIL image,
 taken as one), drawing its randomness from torch's global generator as
 torchvision does; that is what runs where no fused path applies.
 
-Differences from torchvision, on purpose: resizing is always bilinear with
-antialiasing (torchvision's default), and :class:`Normalize` takes uint8
-pixels and returns float32, i.e. it is ``ToDtype(float32, scale=True)``
-followed by torchvision's ``Normalize``, so that batches cross processes as
-uint8 and become floats once per batch.
+Resizes take torchvision's ``interpolation`` and ``antialias`` (and
+``Resize`` its ``max_size``) and run the kernel torchvision's tensor path
+runs (:mod:`datakit.vision.resample`). Differences from torchvision, on
+purpose: ``box`` and ``hamming``, which torchvision runs only on PIL images,
+are refused; and :class:`Normalize` takes uint8 pixels and returns float32,
+i.e. it is ``ToDtype(float32, scale=True)`` followed by torchvision's
+``Normalize``, so that batches cross processes as uint8 and become floats
+once per batch.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from datakit.vision.geometry import Box, center_crop_box, random_resized_crop_box, resized_size
 from datakit.vision.randomness import SampleRandom, from_torch_generator
+from datakit.vision.resample import InterpolationMode, Resampling
 
 __all__ = ["Transform", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
-           "Normalize", "Compose", "to_uint8_chw", "resize_chw", "crop_chw"]
+           "Normalize", "Compose", "InterpolationMode", "to_uint8_chw", "resize_chw", "crop_chw"]
 
 Size = int | tuple[int, int]
 
@@ -75,16 +78,17 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def resize_chw(image: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """Bilinear antialiased resize of a uint8 ``(3, H, W)`` tensor, as torchvision's v2 does it.
+_BILINEAR = Resampling()
 
-    torch's native uint8 kernel runs on channels-last pixels; a channel-first
-    tensor is handed to it in that layout (one repacking copy), as torchvision does.
+
+def resize_chw(image: torch.Tensor, height: int, width: int,
+               resampling: Resampling = _BILINEAR) -> torch.Tensor:
+    """A uint8 ``(3, H, W)`` tensor resized as torchvision's v2 resizes it (bilinear, antialiased by default).
+
+    torch's native uint8 kernels run on channels-last pixels; a channel-first
+    tensor is handed to them in that layout (one repacking copy).
     """
-    if image.shape[-2:] == (height, width):
-        return image
-    batch = image.unsqueeze(0).contiguous(memory_format=torch.channels_last)
-    return F.interpolate(batch, size=(height, width), mode="bilinear", antialias=True, align_corners=False)[0]
+    return resampling(image, height, width)
 
 
 def crop_chw(image: torch.Tensor, box: Box) -> torch.Tensor:
@@ -109,10 +113,17 @@ class RandomResizedCrop(Transform):
         size: output ``(height, width)``, or an int for a square.
         scale: range of the crop's area as a fraction of the image's.
         ratio: range of the crop's aspect ratio (width / height), drawn log-uniformly.
+        interpolation: torchvision's: an ``InterpolationMode`` (datakit's or
+            torchvision's), its string value or a Pillow constant; ``bilinear``,
+            ``bicubic``, ``lanczos``, ``nearest`` or ``nearest-exact``.
+        antialias: torchvision's: antialias the bilinear, bicubic and lanczos
+            kernels (``None`` means False, as on tensors in torchvision).
     """
 
     def __init__(self, size: int | Sequence[int], scale: tuple[float, float] = (0.08, 1.0),
-                 ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0)) -> None:
+                 ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+                 interpolation: InterpolationMode | str | int = "bilinear",
+                 antialias: bool | None = True) -> None:
         self.size = _pair(size, "size")
         if not (len(scale) == 2 and 0 < scale[0] <= scale[1]):
             raise ValueError(f"scale must be (low, high) with 0 < low <= high, not {scale!r}")
@@ -120,6 +131,9 @@ class RandomResizedCrop(Transform):
             raise ValueError(f"ratio must be (low, high) with 0 < low <= high, not {ratio!r}")
         self.scale = (float(scale[0]), float(scale[1]))
         self.ratio = (float(ratio[0]), float(ratio[1]))
+        self.resampling = Resampling.of(interpolation, antialias)
+        self.interpolation = self.resampling.mode
+        self.antialias = antialias
 
     def box(self, width: int, height: int, random: SampleRandom) -> Box:
         """The crop for a ``width`` x ``height`` image."""
@@ -128,38 +142,89 @@ class RandomResizedCrop(Transform):
     def __call__(self, image: Any) -> torch.Tensor:
         pixels = to_uint8_chw(image)
         box = self.box(pixels.shape[2], pixels.shape[1], from_torch_generator())
-        return resize_chw(crop_chw(pixels, box), *self.size)
+        return self.resampling(crop_chw(pixels, box), *self.size)
 
     def __repr__(self) -> str:
         ratio = tuple(round(value, 4) for value in self.ratio)
-        return f"RandomResizedCrop(size={self.size}, scale={self.scale}, ratio={ratio})"
+        return (f"RandomResizedCrop(size={self.size}, scale={self.scale}, ratio={ratio}"
+                f"{_resampling_repr(self.interpolation, self.antialias)})")
+
+
+def _resampling_repr(interpolation: InterpolationMode, antialias: bool | None) -> str:
+    """The arguments that differ from the defaults, for a ``repr``."""
+    text = "" if interpolation is InterpolationMode.BILINEAR else f", interpolation={interpolation.value!r}"
+    return text if antialias is True else text + f", antialias={antialias}"
 
 
 class Resize(Transform):
-    """Resize the image: torchvision's ``Resize`` (bilinear, antialiased).
+    """Resize the image: torchvision's ``Resize``.
 
     Args:
-        size: an int sets the shorter side (the longer keeps the aspect
-            ratio); a pair is the output ``(height, width)``.
+        size: an int (or a one-element sequence) sets the shorter side, the
+            longer keeping the aspect ratio; a pair is the output ``(height,
+            width)``; None leaves the size to ``max_size``.
+        interpolation: as :class:`RandomResizedCrop`'s.
+        max_size: with an int ``size``, the longest the longer side may be
+            (it then becomes ``max_size`` and the shorter side shrinks); with
+            ``size=None``, the longer side's length.
+        antialias: as :class:`RandomResizedCrop`'s.
+
+    Raises:
+        ValueError: the arguments torchvision refuses (at construction here,
+            where torchvision refuses some when called).
     """
 
-    def __init__(self, size: int | Sequence[int]) -> None:
-        self.size: Size
+    def __init__(self, size: int | Sequence[int] | None,
+                 interpolation: InterpolationMode | str | int = "bilinear",
+                 max_size: int | None = None, antialias: bool | None = True) -> None:
         if isinstance(size, Sequence) and len(size) == 1:
             size = size[0]
-        self.size = size if isinstance(size, int) and size > 0 else _pair(size, "size")
+        self.size: Size | None
+        if size is None:
+            if not isinstance(max_size, int):
+                raise ValueError(f"max_size must be an integer when size is None, "
+                                 f"but got {max_size} instead.")
+            self.size = None
+        elif isinstance(size, int) and size > 0:
+            self.size = size
+        elif isinstance(size, Sequence) and len(size) == 2:
+            self.size = _pair(size, "size")
+        else:
+            raise ValueError(f"size can be an integer, a sequence of one or two integers, or None, "
+                             f"but got {size} instead.")
+        _check_max_size(self.size, max_size)
+        self.max_size = max_size
+        self.resampling = Resampling.of(interpolation, antialias)
+        self.interpolation = self.resampling.mode
+        self.antialias = antialias
 
     def output_size(self, width: int, height: int) -> tuple[int, int]:
         """The ``(width, height)`` this gives a ``width`` x ``height`` image."""
-        return resized_size(width, height, self.size)
+        return resized_size(width, height, self.size, self.max_size)
 
     def __call__(self, image: Any) -> torch.Tensor:
         pixels = to_uint8_chw(image)
         width, height = self.output_size(pixels.shape[2], pixels.shape[1])
-        return resize_chw(pixels, height, width)
+        return self.resampling(pixels, height, width)
 
     def __repr__(self) -> str:
-        return f"Resize(size={self.size})"
+        max_size = "" if self.max_size is None else f", max_size={self.max_size}"
+        return f"Resize(size={self.size}{max_size}{_resampling_repr(self.interpolation, self.antialias)})"
+
+
+def _check_max_size(size: Size | None, max_size: int | None) -> None:
+    """torchvision's checks of ``max_size`` against ``size``."""
+    if max_size is None or size is None:
+        if max_size is not None and max_size <= 0:
+            raise ValueError(f"max_size must be positive, not {max_size}")
+        return
+    if not isinstance(size, int):
+        raise ValueError("max_size should only be passed if size is None or specifies the length of the "
+                         "smaller edge, i.e. size should be an int or a sequence of length 1 in torchscript "
+                         "mode.")
+    if max_size <= size:
+        raise ValueError(f"max_size = {max_size} must be strictly greater than the requested size "
+                         f"for the smaller edge size = {[size]}")
 
 
 class CenterCrop(Transform):
