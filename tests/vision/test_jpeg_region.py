@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, scaled_size
+from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, copy_planar, scaled_size
 from tests.vision.photos import jpeg_bytes, photo_pixels
 
 pytestmark = pytest.mark.skipif(not RegionDecoder().available and not os.environ.get("DATAKIT_REQUIRE_JPEG"),
@@ -84,6 +84,34 @@ def test_the_scratch_buffer_is_reused_and_grows():
     third = decoder.decode(small, 8, 0, 0, 32, 32)
     assert np.shares_memory(second, third)
     assert first.shape == third.shape
+
+
+def test_a_window_holds_its_region_at_its_place_in_the_canvas():
+    data = jpeg_bytes(photo_pixels(120, 90, seed=6))
+    decoder = RegionDecoder()
+    whole = full_decode(decoder, data, 120, 90, 8)
+    for num in (8, 2):
+        scaled = full_decode(decoder, data, 120, 90, num)
+        canvas = decoder.window(data, num, 5, 7, scaled.shape[0] - 3, scaled.shape[1] - 1, scaled.shape[0],
+                                scaled.shape[1])
+        assert canvas.shape == scaled.shape
+        np.testing.assert_array_equal(canvas[5:-3, 7:-1], scaled[5:-3, 7:-1])
+    with pytest.raises(ValueError, match="does not fit"):
+        decoder.window(data, 8, 0, 0, 90, 120, 80, 120)
+    np.testing.assert_array_equal(decoder.window(data, 8, 0, 0, 90, 120, 90, 120), whole)
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_copy_planar_deinterleaves_strided_rows(mirror):
+    rng = np.random.default_rng(7)
+    image = rng.integers(0, 256, (41, 67, 3), dtype=np.uint8)
+    crop = image[3:38, 5:60]  # rows 67 * 3 bytes apart
+    out = np.empty((3, 35, 55), dtype=np.uint8)
+    assert copy_planar(crop, out, mirror)
+    expected = crop.transpose(2, 0, 1)
+    np.testing.assert_array_equal(out, expected[:, :, ::-1] if mirror else expected)
+    assert not copy_planar(crop.transpose(1, 0, 2), np.empty((3, 55, 35), np.uint8))  # not interleaved rows
+    assert not copy_planar(crop, np.empty((3, 35, 54), np.uint8))  # the wrong shape: nothing copied
 
 
 @pytest.mark.parametrize(("box", "output", "expected"), [
