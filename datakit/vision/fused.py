@@ -1,30 +1,33 @@
 """A ``datakit.vision`` pipeline run as one fused decode per sample.
 
 For each sample: read the JPEG header, draw the crop, pick the smallest DCT
-scale that keeps the crop at least the output size, decode only the rows and
-columns the crop needs (:mod:`datakit.vision.jpeg`), resize with torch's
-antialiased uint8 kernel, flip, and write channel-first uint8 pixels where
-the caller wants them (a batch slot in shared memory). Other records (PNG,
-raw pixels, CMYK JPEGs) are decoded whole and go through the same crop and
-resize. ``Normalize`` is left to the caller: datasets apply it per sample for
-torch's loader, and :class:`datakit.DataLoader` once per batch.
+scale that keeps the crop at least the output size (antialiased bilinear
+only), decode only the rows and columns the crop needs
+(:mod:`datakit.vision.jpeg`), resize with the ATen kernel torchvision runs
+for the pipeline's ``interpolation`` (:mod:`datakit.vision.resample`), flip,
+and write channel-first uint8 pixels where the caller wants them (a batch
+slot in shared memory). Other records (PNG, raw pixels, CMYK JPEGs) are
+decoded whole and go through the same crop and resize. ``Normalize`` is left
+to the caller: datasets apply it per sample for torch's loader, and
+:class:`datakit.DataLoader` once per batch.
 
 Exactness, against torchvision's ``transforms.v2`` on tensors decoded by
 Pillow (which decodes JPEGs with the same libjpeg-turbo settings):
 
-- ``Resize(s)`` + ``CenterCrop(c)`` at full decoding scale gives the same
-  pixels: the region decoded starts at the image's origin and the resize is
-  given torchvision's scale factors, so each output pixel sees the same
-  source pixels with the same weights (only the rows and columns past the
-  crop's filter support are left undecoded).
+- At full decoding scale every mode gives torchvision's pixels. ``Resize(s)``
+  + ``CenterCrop(c)`` decodes only the source rows and columns the kept
+  output pixels read, into an image-sized canvas, and the kernel is given
+  the whole resize's scale factors (:func:`_resize_part`), so each kept
+  pixel sees the same source pixels with the same weights.
 - ``RandomResizedCrop`` boxes are torchvision's integer boxes; at full scale
-  the crop and resize are torchvision's. When the box is at least twice the
-  output on both sides the image is decoded at 1/2, 1/4 or 1/8 scale: the
-  IDCT's downscaling replaces part of the antialiasing filter, and the box's
-  origin moves onto the scaled pixel grid (:meth:`FusedDecoder.crop_box`;
-  its size is kept exact through the resize's scale factors). Against the
-  reference on that box, the mean difference measured 0.2-0.6 grey levels
-  (at most 1.0) on photo-like images (``tests/vision/test_fused.py``).
+  the crop and resize are torchvision's. With antialiased bilinear, when the
+  box is at least twice the output on both sides the image is decoded at
+  1/2, 1/4 or 1/8 scale: the IDCT's downscaling replaces part of the
+  antialiasing filter, and the box's origin moves onto the scaled pixel grid
+  (:meth:`FusedDecoder.crop_box`; its size is kept exact through the
+  resize's scale factors). ``Resize`` is DCT-scaled likewise when the scaled
+  image still covers its output. Against the reference, the mean difference
+  measured 0.2-0.8 grey levels per image, at most 1.0 (``docs/vision.md``).
 """
 
 from __future__ import annotations
