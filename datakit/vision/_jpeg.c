@@ -180,7 +180,7 @@ static PyObject *decode_region(PyObject *self, PyObject *args) {
  * crop comes out of torch's resize channels-last; its copy into the slot is a de-interleave,
  * which SSSE3 shuffles do about five times faster than plain SSE2 code (and torch's strided
  * copy), so GCC builds both and picks one when the module loads. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)  /* needs ifunc */
 #define DATAKIT_SIMD_CLONES __attribute__((target_clones("default", "ssse3")))
 #else
 #define DATAKIT_SIMD_CLONES
