@@ -94,7 +94,8 @@ def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLi
         resume: finish an export that was interrupted: files already there
             are compared with their records, and a short or different one
             is written again.
-        progress: called as ``progress(done, total)`` after each record.
+        progress: called as ``progress(done, total)`` before the first record and after
+            each one, so that a caller can show how far it got (the library prints nothing).
 
     Returns:
         An :class:`ExportReport`.
@@ -167,6 +168,8 @@ def _labelled_by_folder(manifest: Manifest, paths: list[str], labels: np.ndarray
 def _write_records(reader: StoreReader, target: str, paths: list[str], raw: bool, report: ExportReport,
                    progress: Callable[[int, int], None] | None) -> None:
     """Write each record's file, keeping (with ``resume``) one already whole."""
+    if progress is not None:
+        progress(0, len(paths))
     for index, data in _records(reader):
         record = decode_record(data, record_key(index))  # verifies the checksum
         payload = _png(record) if raw else bytes(record.payload)

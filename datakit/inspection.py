@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ def inspect(
     preview: str | os.PathLike[str] | None = None,
     preview_count: int = 36,
     skipped: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Summarise a store, optionally verifying it and drawing a preview sheet.
 
@@ -57,6 +59,9 @@ def inspect(
         skipped: add ``skipped_files`` (``{"path", "reason"}`` of each source
             file or folder the conversion skipped or ignored, as kept in the
             manifest; ``None`` for an incomplete store) and ``skipped_files_omitted``.
+        progress: called as ``progress(done, total)`` while ``verify`` checks
+            the records, so that a caller can show how far it got (the
+            library itself prints nothing).
 
     Returns:
         A JSON-serialisable dict: ``backend``, ``path``, ``length``,
@@ -102,7 +107,7 @@ def inspect(
                                         for path, reason in reader.manifest.skipped_files]
             summary["skipped_files_omitted"] = reader.manifest.skipped_files_omitted
         if verify:
-            bad = verify_records(reader)
+            bad = verify_records(reader, progress)
             summary["verify"] = {"checked": summary["length"], "ok": not bad, "bad": bad}
         if preview is not None:
             draw_preview(reader, os.fspath(preview), preview_count)
@@ -175,8 +180,11 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
     }
 
 
-def verify_records(reader: StoreReader) -> list[dict[str, str]]:
+def verify_records(reader: StoreReader,
+                   progress: Callable[[int, int], None] | None = None) -> list[dict[str, str]]:
     """Check every record: present, checksum, label, and a full image decode.
+
+    ``progress(done, total)`` is called before the first record and after each one.
 
     Returns:
         One ``{"key", "reason"}`` dict per bad record; empty when all is well.
@@ -185,6 +193,8 @@ def verify_records(reader: StoreReader) -> list[dict[str, str]]:
     labels = reader.labels()
     bad: list[dict[str, str]] = []
     expected = 0
+    report = progress or _ignore
+    report(0, manifest.length)
     for index, data in reader.iter_records():
         while expected < index:  # a gap: records that should be there are not
             bad.append({"key": record_key(expected), "reason": "missing"})
@@ -198,8 +208,14 @@ def verify_records(reader: StoreReader) -> list[dict[str, str]]:
             record_to_pil(record).load()
         except Exception as exc:  # every failure is a finding, not a crash
             bad.append({"key": key, "reason": getattr(exc, "reason", None) or str(exc)})
+        report(min(expected, manifest.length), manifest.length)
     bad.extend({"key": record_key(index), "reason": "missing"} for index in range(expected, manifest.length))
+    report(manifest.length, manifest.length)
     return bad
+
+
+def _ignore(done: int, total: int) -> None:
+    """The progress callback when nobody asked for one."""
 
 
 def preview_format(path: str | os.PathLike[str]) -> str:

@@ -92,7 +92,7 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     server = spec.server()
     if server is not None:
         output.note(f"connecting to {server} ...")
-    with output.warnings_as_notes(), output.progress("converting") as progress:
+    with output.warnings_as_notes(), output.progress("appending" if append else "converting") as progress:
         report = convert(src, spec, workers=workers, verify=verify,
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,

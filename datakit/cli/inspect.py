@@ -57,8 +57,9 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     server = spec.server()
     if server is not None:
         output.note(f"connecting to {server} ...")
-    summary = inspect(spec, verify=verify, preview=preview, preview_count=preview_count,
-                      skipped=list_skipped)
+    with output.progress("verifying", unit="records") as progress:
+        summary = inspect(spec, verify=verify, preview=preview, preview_count=preview_count,
+                          skipped=list_skipped, progress=progress)
     output.result(summary, _render)
     bad = summary.get("verify", {}).get("bad")
     if bad:
