@@ -72,7 +72,7 @@ def _render(summary: dict[str, Any]) -> str:
     lines = [
         f"store       {summary['path']} ({summary['backend']})",
         f"status      {status}",
-        f"source      {summary['source']}",
+        f"source      {summary['source']}{_SOURCE_KINDS.get(summary.get('source_kind') or '', '')}",
         f"records     {records}",
         f"payload     {summary['payload_kind']}: "
         + ", ".join(f"{name} {count}" for name, count in sorted(summary["image_formats"].items())),
@@ -137,6 +137,9 @@ def _image_notes(summary: dict[str, Any]) -> list[str]:
         notes.append(f"--max-side {summary['max_side']} --quality {summary['quality']}: "
                      f"{summary['downscaled']} image(s) stored downscaled")
     return notes
+
+
+_SOURCE_KINDS = {"huggingface": " (a Hugging Face dataset)", "webdataset": " (WebDataset shards)"}
 
 
 def _class_order(summary: dict[str, Any]) -> str:
