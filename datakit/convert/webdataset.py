@@ -83,6 +83,19 @@ class _Sample:
 
     members: dict[str, tarfile.TarInfo] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
+    cut: bool = False
+    """The shard ends inside one of its members."""
+
+
+@dataclass
+class _Found:
+    """What the scan found so far: named samples with their places and labels, and the rest."""
+
+    names: list[str] = field(default_factory=list)
+    places: list[tuple[int, int, int]] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
 
 
 def shard_files(root: str) -> list[str]:
@@ -108,33 +121,40 @@ def scan_webdataset(root: str, label_key: str | None) -> tuple[SourceFolder, str
     shards = shard_files(root)
     if not shards:
         raise SourceError(f"no .tar shards in {root}")
-    found: list[tuple[str, str, str, tuple[int, int, int]]] = []  # name, shard, key, location
-    labels: list[str] = []
-    ignored: list[str] = []
-    rejected: list[tuple[str, str]] = []
+    found = _Found()
     for index, shard in enumerate(shards):
-        stem = _stem(shard)
-        samples, problem = _read_members(shard)
-        if problem:
-            rejected.append((f"{stem}.tar", problem))
-        for key, sample in samples.items():
-            image = next((ext for ext in IMAGE_EXTENSIONS if ext in sample.members), None)
-            if image is None:
-                ignored.extend(f"{stem}/{member.name}" for member in sample.members.values())
-                continue
-            member = sample.members[image]
-            found.append((f"{stem}/{key}.{image}", shard, key, (index, member.offset_data, member.size)))
-            labels.append("" if label_key is None else _label(shard, key, sample, label_key))
-    if not found and not rejected:
+        _add_shard(found, index, shard, label_key)
+    if not found.names and not found.rejected:
         raise SourceError(f"no samples with a .jpg, .jpeg, .png or .webp member in the shards at {root}")
-    classes = sorted_classes(set(labels))
+    classes = sorted_classes(set(found.labels))
     position = {name: number for number, name in enumerate(classes)}
     entries = [SourceEntry(name, position[label], location=place)
-               for (name, _, _, place), label in zip(found, labels, strict=True)]
+               for name, place, label in zip(found.names, found.places, found.labels, strict=True)]
     label = label_key if label_key is not None else "(label file)"
     rules = f"webdataset label={label} shards sha256:{files_digest(shards, root)}"
-    return SourceFolder(root, classes, entries, ignored=ignored, class_order=class_order(classes),
-                        kind="webdataset", reader=TarBytes(tuple(shards)), rejected=rejected), rules
+    return SourceFolder(root, classes, entries, ignored=found.ignored, class_order=class_order(classes),
+                        kind="webdataset", reader=TarBytes(tuple(shards)), rejected=found.rejected), rules
+
+
+def _add_shard(found: _Found, index: int, shard: str, label_key: str | None) -> None:
+    """Add the samples of the ``index``-th shard to ``found``."""
+    stem = _stem(shard)
+    samples, problem = _read_members(shard)
+    if problem:
+        found.rejected.append((f"{stem}.tar", problem))
+    for key, sample in samples.items():
+        image = next((ext for ext in IMAGE_EXTENSIONS if ext in sample.members), None)
+        if image is None:
+            found.ignored.extend(f"{stem}/{member.name}" for member in sample.members.values())
+            continue
+        name = f"{stem}/{key}.{image}"
+        if sample.cut:
+            found.rejected.append((name, "truncated: the shard ends inside this sample"))
+            continue
+        member = sample.members[image]
+        found.names.append(name)
+        found.places.append((index, member.offset_data, member.size))
+        found.labels.append("" if label_key is None else _label(shard, key, sample, label_key))
 
 
 def _stem(shard: str) -> str:
@@ -149,6 +169,7 @@ def _read_members(shard: str) -> tuple[dict[str, _Sample], str]:
     """
     samples: dict[str, _Sample] = {}
     try:
+        size = os.path.getsize(shard)
         with tarfile.open(shard, mode="r:") as tar:  # uncompressed: members are read by offset
             for member in tar:
                 if not member.isreg():
@@ -163,6 +184,9 @@ def _read_members(shard: str) -> tuple[dict[str, _Sample], str]:
                 if extension in sample.members:
                     continue  # a second member of that name: the first one counts
                 sample.members[extension] = member
+                if member.offset_data + member.size > size:
+                    sample.cut = True
+                    break  # nothing after it is in the file
                 if extension in ("cls", "json"):
                     extracted = tar.extractfile(member)
                     sample.texts[extension] = extracted.read().decode("utf-8", "replace") if extracted else ""
