@@ -101,6 +101,22 @@ def test_broken_images_and_unlabelled_rows_are_skipped_and_listed_by_name(tmp_pa
     assert {item["path"] for item in listed} == {"data/00000001", "data/00000002"}
 
 
+def test_a_row_holding_a_path_instead_of_bytes_is_read_from_that_file(tmp_path):
+    from datasets.arrow_writer import ArrowWriter  # writes rows as given: paths stay paths
+
+    image = image_bytes(7)
+    (tmp_path / "seven.jpg").write_bytes(image)
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    with ArrowWriter(features=features, path=str(tmp_path / "rows.arrow")) as writer:
+        writer.write({"image": {"bytes": None, "path": str(tmp_path / "seven.jpg")}, "label": 1})
+        writer.write({"image": {"bytes": None, "path": str(tmp_path / "gone.jpg")}, "label": 1})
+        writer.finalize()
+    report = datakit.convert(tmp_path / "rows.arrow", tmp_path / "s", workers=1)
+    assert _stored(tmp_path / "s") == [(image, 0)]
+    assert [(item.path, "which does not exist" in item.reason) for item in report.skipped] == [
+        ("rows/00000001", True)]
+
+
 def test_a_dataset_without_labels_takes_them_from_a_label_file_naming_rows(tmp_path):
     images = [image_bytes(seed) for seed in range(4)]
     src = save_quietly(hf_dataset(images, [], label_column=None), tmp_path / "hf")

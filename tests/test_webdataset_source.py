@@ -89,7 +89,8 @@ def test_broken_images_truncated_and_unreadable_shards_are_skipped_and_listed(tm
     good = [image_bytes(seed) for seed in range(4)]
     write_shard(folder / "a.tar", [("0", {"jpg": good[0], "cls": "1"}),
                                    ("1", {"jpg": BROKEN_JPEG, "cls": "1"}),
-                                   ("2", {"cls": "1"})])  # no image: ignored
+                                   ("2", {"cls": "1"}),  # no image: ignored
+                                   ("../up", {"jpg": good[3], "cls": "1"})])
     cut = write_shard(folder / "b.tar", [("0", {"jpg": good[1], "cls": "2"}),
                                          ("1", {"jpg": good[2], "cls": "2"})])
     with tarfile.open(cut) as tar:
@@ -98,8 +99,9 @@ def test_broken_images_truncated_and_unreadable_shards_are_skipped_and_listed(tm
     (folder / "c.tar").write_bytes(b"not a tar file at all" * 40)
     report = datakit.convert(folder, tmp_path / "s", workers=1)
     reasons = {item.path: item.reason for item in report.skipped}
-    assert set(reasons) == {"a/1.jpg", "b/1.jpg", "c.tar"}
+    assert set(reasons) == {"a/1.jpg", "a/../up.jpg", "b/1.jpg", "c.tar"}
     assert "truncated" in reasons["b/1.jpg"] and "not an uncompressed tar" in reasons["c.tar"]
+    assert "climbs out with '..'" in reasons["a/../up.jpg"]
     assert _stored(tmp_path / "s") == [(good[0], 0), (good[1], 1)]
     assert report.ignored == ["a/2.cls"]
 

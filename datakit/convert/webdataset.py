@@ -148,6 +148,10 @@ def _add_shard(found: _Found, index: int, shard: str, label_key: str | None) -> 
             found.ignored.extend(f"{stem}/{member.name}" for member in sample.members.values())
             continue
         name = f"{stem}/{key}.{image}"
+        if key.startswith("/") or ".." in key.split("/"):
+            found.rejected.append((name, "the member's name is absolute or climbs out with '..'; an export "
+                                         "would write it outside its folder"))
+            continue
         if sample.cut:
             found.rejected.append((name, "truncated: the shard ends inside this sample"))
             continue
