@@ -52,6 +52,9 @@ def test_a_saved_dataset_converts_row_for_row_with_its_classlabel_order(tmp_path
     assert dataset.classes == NAMES  # the dataset's order, not sorted
     assert dataset.manifest.source_kind == "huggingface"
     dataset.close()
+    shown = CliRunner().invoke(cli, ["inspect", str(tmp_path / "s")]).output
+    assert f"source      {src} (a Hugging Face dataset)" in shown
+    assert "single-label, from the dataset's label column" in shown
 
 
 def test_a_dataset_dict_converts_its_splits_in_order_named_by_split(tmp_path):

@@ -79,7 +79,7 @@ def _render(summary: dict[str, Any]) -> str:
         f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
     ]
     origin = (f"from {summary['label_file']}" if summary.get("label_file")
-              else "from the class folders" if summary["complete"] else "")
+              else _LABEL_ORIGINS.get(summary.get("source_kind") or "", "") if summary["complete"] else "")
     unlisted = (f" ({summary['unlisted']} image(s) under the source not named there, not converted)"
                 if summary.get("unlisted") else "")
     kind = f"{summary.get('label_kind', 'single')}-label"
@@ -140,6 +140,8 @@ def _image_notes(summary: dict[str, Any]) -> list[str]:
 
 
 _SOURCE_KINDS = {"huggingface": " (a Hugging Face dataset)", "webdataset": " (WebDataset shards)"}
+_LABEL_ORIGINS = {"folder": "from the class folders", "huggingface": "from the dataset's label column",
+                  "webdataset": "from the samples' .cls or .json"}
 
 
 def _class_order(summary: dict[str, Any]) -> str:
