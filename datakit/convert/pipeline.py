@@ -122,7 +122,9 @@ def convert(
             its labels, sorted (as numbers when every label is an integer,
             else as text), and the records come in its order. Images
             under ``src`` it does not name are not converted, and counted
-            (:mod:`datakit.convert.labelfile`).
+            (:mod:`datakit.convert.labelfile`). For a Hugging Face dataset or
+            WebDataset shards its paths are the entries' names
+            (``train/00000012``, ``shard-000/0001.jpg``).
         append: add to the complete store ``dest`` the images it does not hold
             yet (by relative path), after its records, which never change; new
             classes go at the end of ``classes``. The store keeps its own
