@@ -68,7 +68,8 @@ def inspect(
         ``classes``, ``class_counts``, ``total_bytes``, ``mean_bytes``,
         ``payload_kind``, ``image_formats``, ``width_range``, ``height_range``,
         ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
-        ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
+        ``source_kind`` (``"folder"``, ``"huggingface"``, ``"webdataset"``; ``None``
+        for an incomplete store), ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
         of images with an EXIF orientation, and with 16-bit or float pixels),
         ``exif_transpose`` (those were stored upright), ``downscaled`` with
         ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
@@ -132,6 +133,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         skipped=manifest.skipped,
         created=manifest.created,
         source=manifest.source,
+        source_kind=manifest.source_kind,
         datakit_version=manifest.datakit_version,
         exif_transpose=manifest.exif_transpose,
         max_side=manifest.max_side,
@@ -156,7 +158,8 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary = spec.summary_fields()
     summary.update(_stats_fields(state.settings.classes, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
-                   skipped=None, created=None, source=state.settings.source, datakit_version=None,
+                   skipped=None, created=None, source=state.settings.source, source_kind=None,
+                   datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
                    class_order=None, unlisted=0, appends=[], being_written=running is not None,
