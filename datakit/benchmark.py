@@ -23,7 +23,7 @@ import signal
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline
 
 LOADERS = ("torch", "datakit")
 _STOP_GRACE = 10.0  # seconds a stopped run may take to finish its batch and shut its workers down
+_TELL_SECONDS = 0.1  # a run tells the parent its count of samples at most this often
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,14 @@ class LoaderRun:
     worker_peak_mb: float
 
 
-def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
+def run_benchmark(settings: BenchSettings, repeats: int = 3,
+                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Alternate ``repeats`` runs of each loader; return the medians and ratios.
+
+    ``progress(done, total)`` is called with the samples read over all the
+    runs so far (a run tells its count a few times a second, only when
+    ``progress`` is given: the runs measure nothing else), so that a caller
+    can show how far the benchmark got.
 
     Besides the figures, the result says what they measure, so that a reader
     of the JSON alone is not misled: ``samples_per_second_counts`` (the
@@ -100,9 +107,16 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
         manifest = reader.manifest
     mean_bytes = manifest.stats.total_bytes / max(1, manifest.length)
     runs: dict[str, list[LoaderRun]] = {name: [] for name in LOADERS}
+    total, done = repeats * len(LOADERS) * settings.epochs * manifest.length, 0
+    if progress is not None:
+        progress(0, total)
     for _ in range(repeats):
         for name in LOADERS:
-            runs[name].append(_run_in_child(name, spec, settings))
+            told = None if progress is None else _offset(progress, done, total)
+            runs[name].append(_run_in_child(name, spec, settings, told))
+            done += runs[name][-1].samples
+            if progress is not None:
+                progress(done, total)
     summary: dict[str, Any] = {"store": spec.describe(), "records": manifest.length,
                                "settings": settings.to_dict(), "repeats": repeats,
                                "samples_per_second_counts": counted_epochs(settings.epochs), "loaders": {}}
@@ -124,16 +138,31 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3) -> dict[str, Any]:
     return summary
 
 
-def _run_in_child(loader: str, spec: StoreSpec, settings: BenchSettings) -> LoaderRun:
+def _offset(progress: Callable[[int, int], None], before: int, total: int) -> Callable[[int], None]:
+    """A run's count of samples as ``progress`` of the whole benchmark."""
+    return lambda samples: progress(before + samples, total)
+
+
+@dataclass(frozen=True)
+class _Samples:
+    """A run's message to the parent before its outcome: the samples it has read so far."""
+
+    count: int
+
+
+def _run_in_child(loader: str, spec: StoreSpec, settings: BenchSettings,
+                  told: Callable[[int], None] | None) -> LoaderRun:
+    """One run in a fresh process; ``told(samples)`` hears its counts as it goes."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     stop = context.Event()
-    process = context.Process(target=_child, args=(loader, spec, settings, sender, stop), daemon=False)
+    process = context.Process(target=_child, args=(loader, spec, settings, sender, stop, told is not None),
+                              daemon=False)
     with _interrupts_ignored():  # inherited by the run and its loader's workers
         process.start()
     sender.close()
     try:
-        result = receiver.recv()
+        result = _outcome(receiver, told)
     except EOFError:
         result = None
     except BaseException:  # Ctrl-C: a run half done measures nothing
@@ -146,6 +175,16 @@ def _run_in_child(loader: str, spec: StoreSpec, settings: BenchSettings) -> Load
     if not isinstance(result, LoaderRun):
         raise RuntimeError(f"the {loader} benchmark run failed (exit code {process.exitcode}): {result}")
     return result
+
+
+def _outcome(receiver: Any, told: Callable[[int], None] | None) -> object:
+    """The run's outcome (a :class:`LoaderRun`, or its error in words), passing its counts on."""
+    while True:
+        message = receiver.recv()
+        if not isinstance(message, _Samples):
+            return message
+        if told is not None:
+            told(message.count)
 
 
 def _stop_run(process: Any, stop: Any) -> None:
@@ -175,9 +214,11 @@ def _interrupts_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _child(loader: str, spec: StoreSpec, settings: BenchSettings, sender: Any, stop: Any) -> None:
+def _child(loader: str, spec: StoreSpec, settings: BenchSettings, sender: Any, stop: Any,
+           tell_counts: bool) -> None:
     try:
-        outcome: LoaderRun | str | None = _measure(loader, spec, settings, stop)
+        outcome: LoaderRun | str | None = _measure(loader, spec, settings, stop,
+                                                   _Teller(sender if tell_counts else None))
     except Exception as exc:  # reported to the parent, which raises
         outcome = f"{type(exc).__name__}: {exc}"
     if outcome is None:
@@ -256,7 +297,28 @@ def _dataset(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Any:
     return datakit.StoreDataset(spec, transform=vision.Compose(pipeline_steps(settings.pipeline, vision)))
 
 
-def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings, stop: Any) -> LoaderRun | None:
+class _Teller:
+    """Sends the parent a run's count of samples, at most every :data:`_TELL_SECONDS` (a pipe write
+    per batch would weigh on the figures of small batches); silent when not asked to tell, and once
+    the parent is gone."""
+
+    def __init__(self, sender: Any) -> None:
+        self.sender = sender
+        self.told = -float("inf")
+
+    def __call__(self, samples: int) -> None:
+        now = time.perf_counter()
+        if self.sender is None or now - self.told < _TELL_SECONDS:
+            return
+        self.told = now
+        try:
+            self.sender.send(_Samples(samples))
+        except OSError:
+            self.sender = None
+
+
+def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings, stop: Any,
+             tell: _Teller) -> LoaderRun | None:
     """One run of one loader; ``None`` when ``stop`` was set (checked between batches)."""
     import torch
 
@@ -270,7 +332,7 @@ def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings, stop: A
     counts = _EpochCounts()
     started = time.perf_counter()
     for epoch in range(settings.epochs):
-        if not _one_epoch(loader, epoch, settings.epochs, counts, stop):
+        if not _one_epoch(loader, epoch, settings.epochs, counts, stop, tell):
             del loader  # shuts its workers down, as a training loop that breaks out of an epoch does
             return None
     seconds = time.perf_counter() - started
@@ -296,7 +358,8 @@ class _EpochCounts:
     steady_seconds: float = 0.0
 
 
-def _one_epoch(loader: Any, epoch: int, epochs: int, counts: _EpochCounts, stop: Any) -> bool:
+def _one_epoch(loader: Any, epoch: int, epochs: int, counts: _EpochCounts, stop: Any,
+               tell: _Teller) -> bool:
     """Read one epoch into ``counts``; ``False`` when ``stop`` is set before it ends."""
     epoch_started = time.perf_counter()
     epoch_samples = 0
@@ -306,6 +369,7 @@ def _one_epoch(loader: Any, epoch: int, epochs: int, counts: _EpochCounts, stop:
         if epoch == 0 and batch_number == 0:
             counts.first_batch = time.perf_counter() - epoch_started
         epoch_samples += len(labels)
+        tell(counts.samples + epoch_samples)
     counts.samples += epoch_samples
     if epoch > 0 or epochs == 1:
         counts.steady_samples += epoch_samples

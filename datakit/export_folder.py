@@ -44,16 +44,21 @@ class ExportIdentity:
         store: the store, as messages name it.
         length: its records.
         created: its manifest's creation time (two stores differ in it).
+        format: what the export writes: ``"folder"`` (image files) or
+            ``"webdataset"`` (tar shards); markers written before it are ``"folder"``.
     """
 
     store: str
     length: int
     created: str
+    format: str = "folder"
 
     def differs_from(self, other: ExportIdentity) -> str | None:
-        """What differs between two identities, in words; ``None`` when they are the same store."""
+        """What differs between two identities, in words; ``None`` when they are the same export."""
         if (self.length, self.created) == (other.length, other.created):
-            return None
+            if self.format == other.format:
+                return None
+            return f"it was an export as {self.format}, this one is as {other.format}"
         return (f"{self.store} ({self.length} records, created {self.created}), "
                 f"while {other.store} holds {other.length} records, created {other.created}")
 
@@ -90,7 +95,8 @@ def folder_state(target: str) -> FolderState:
     try:
         with open(marker, encoding="utf-8") as stream:
             data: dict[str, Any] = json.load(stream)
-        identity = ExportIdentity(str(data["store"]), int(data["length"]), str(data["created"]))
+        identity = ExportIdentity(str(data["store"]), int(data["length"]), str(data["created"]),
+                                  str(data.get("format", "folder")))
     except (ValueError, KeyError, TypeError) as exc:
         raise ExportError(f"{marker} is damaged ({exc}); this folder holds an unfinished export of an "
                           "unknown store: export into a new folder") from None

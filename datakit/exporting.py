@@ -9,7 +9,8 @@ PNG of its pixels, under its path with the extension ``.png``. When the
 labels are not the folder names (a store converted with ``--labels``, or a
 multi-label one) the labels are written too, as ``DIR/labels.csv`` (one class
 per image) or ``DIR/labels.jsonl`` (several), in record order, for
-``datakit convert DIR DEST --labels``.
+``datakit convert DIR DEST --labels``. With ``format="webdataset"`` the
+records go into tar shards instead (:mod:`datakit.export_webdataset`).
 
 An export never loses a sample: it refuses a ``DIR`` that is not empty,
 refuses source paths that would escape ``DIR`` or collide, checks every
@@ -30,11 +31,11 @@ import posixpath
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from datakit import export_folder
+from datakit import export_folder, export_webdataset
 from datakit.errors import ExportError, StoreError
 from datakit.manifest import Manifest, record_key
 from datakit.records import PayloadKind, decode_record
@@ -64,6 +65,8 @@ class ExportReport:
             class folders carry the labels.
         resumed: the run finished an unfinished export.
         seconds: wall time.
+        format: ``"folder"`` (image files) or ``"webdataset"`` (tar shards).
+        shards: the tar shards of a WebDataset export (0 for a folder).
     """
 
     store: str
@@ -75,6 +78,8 @@ class ExportReport:
     label_file: str = ""
     resumed: bool = False
     seconds: float = 0.0
+    format: str = "folder"
+    shards: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,8 +87,9 @@ class ExportReport:
 
 def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLike[str], *,
            collection: str | None = None, database: str | None = None, resume: bool = False,
-           progress: Callable[[int, int], None] | None = None) -> ExportReport:
-    """Write every record of ``store`` back to files under ``directory``.
+           progress: Callable[[int, int], None] | None = None,
+           format: Literal["folder", "webdataset"] = "folder") -> ExportReport:
+    """Write every record of ``store`` back to files under ``directory`` (or into tar shards there).
 
     Args:
         store: a path (LMDB), a ``mongodb://`` URI, or a store spec.
@@ -94,45 +100,87 @@ def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLi
         resume: finish an export that was interrupted: files already there
             are compared with their records, and a short or different one
             is written again.
-        progress: called as ``progress(done, total)`` after each record.
+        progress: called as ``progress(done, total)`` before the first record and after
+            each one (after each shard for WebDataset), so that a caller can show how far it
+            got (the library prints nothing).
+        format: ``"folder"`` writes each record as a file under its source
+            path; ``"webdataset"`` writes WebDataset shards of
+            ``<key>.<extension>`` and ``<key>.cls`` (single-label stores only).
 
     Returns:
         An :class:`ExportReport`.
 
     Raises:
         ExportError: ``directory`` is not an empty folder (or, with
-            ``resume``, holds no unfinished export of this store), or the
-            store's source paths would escape it or collide.
+            ``resume``, holds no unfinished export of this store in this
+            format), the store's source paths would escape it or collide, or
+            a multi-label store is exported as WebDataset shards.
         CorruptRecordError: a record fails its checksum (named by key).
         StoreError: the store cannot be read.
     """
     started = time.perf_counter()
+    if format not in ("folder", "webdataset"):
+        raise ValueError(f"format must be 'folder' or 'webdataset', not {format!r}")
     spec = resolve_store(store, given_options(collection=collection, database=database))
     target = os.path.abspath(os.path.expanduser(os.fspath(directory)))
     state = export_folder.folder_state(target)
     _check_folder(target, state, resume)
     with spec.open_reader() as reader:
         manifest = reader.manifest
-        identity = export_folder.ExportIdentity(spec.describe(), manifest.length, manifest.created)
+        identity = export_folder.ExportIdentity(spec.describe(), manifest.length, manifest.created, format)
         if state.unfinished is not None:
             _check_same_store(target, state.unfinished, identity)
-        raw = manifest.payload_kind == PayloadKind.RAW.label
-        paths = [_file_name(path, raw, spec) for path in reader.source_path_range(0, len(reader))]
-        _check_distinct(paths, spec)
-        labels = reader.labels()
-        export_folder.start(target, identity)
-        report = ExportReport(spec.describe(), target, resumed=state.unfinished is not None)
-        if report.resumed:
-            export_folder.remove_partials(target)
-        _write_records(reader, target, paths, raw, report, progress)
-        if report.written + report.kept != len(paths):
-            raise StoreError(f"{spec.describe()}: {len(paths) - report.written - report.kept} record(s) are "
-                             "missing from the store; check it with `datakit inspect --verify`")
-        if not _labelled_by_folder(manifest, paths, labels):
-            report.label_file = _write_labels(target, paths, labels, manifest.classes, manifest.multi_label)
+        report = ExportReport(spec.describe(), target, resumed=state.unfinished is not None, format=format)
+        if format == "webdataset":
+            _export_shards(reader, spec, target, identity, report, progress)
+        else:
+            _export_files(reader, spec, target, identity, report, progress)
     export_folder.finish(target)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _export_files(reader: StoreReader, spec: StoreSpec, target: str, identity: export_folder.ExportIdentity,
+                  report: ExportReport, progress: Callable[[int, int], None] | None) -> None:
+    """Each record as a file under its source path, and the label file where folders do not say."""
+    manifest = reader.manifest
+    raw = manifest.payload_kind == PayloadKind.RAW.label
+    paths = [_file_name(path, raw, spec) for path in reader.source_path_range(0, len(reader))]
+    _check_distinct(paths, spec)
+    labels = reader.labels()
+    export_folder.start(target, identity)
+    if report.resumed:
+        export_folder.remove_partials(target)
+    _write_records(reader, target, paths, raw, report, progress)
+    _check_all_exported(report, len(paths), spec)
+    if not _labelled_by_folder(manifest, paths, labels):
+        report.label_file = _write_labels(target, paths, labels, manifest.classes, manifest.multi_label)
+
+
+def _export_shards(reader: StoreReader, spec: StoreSpec, target: str, identity: export_folder.ExportIdentity,
+                   report: ExportReport, progress: Callable[[int, int], None] | None) -> None:
+    """The records as WebDataset shards (:mod:`datakit.export_webdataset`)."""
+    manifest = reader.manifest
+    if manifest.multi_label:
+        raise ExportError(f"{spec.describe()} is a multi-label store, and a WebDataset .cls holds one class; "
+                          "export it as a folder (its labels go into labels.jsonl)")
+    raw = manifest.payload_kind == PayloadKind.RAW.label
+    labels = reader.labels()
+    export_folder.start(target, identity)
+    if report.resumed:
+        export_folder.remove_partials(target)
+    samples = ((index, payload, "png" if raw else export_webdataset.extension_of(payload))
+               for index, payload in _payloads(reader, raw))
+    tally = export_webdataset.write_shards(samples, labels, target, resume=report.resumed, progress=progress)
+    report.written, report.kept, report.rewritten = tally.written, tally.kept, tally.rewritten
+    report.total_bytes, report.shards = tally.total_bytes, tally.shards
+    _check_all_exported(report, len(labels), spec)
+
+
+def _check_all_exported(report: ExportReport, length: int, spec: StoreSpec) -> None:
+    if report.written + report.kept != length:
+        raise StoreError(f"{spec.describe()}: {length - report.written - report.kept} record(s) are "
+                         "missing from the store; check it with `datakit inspect --verify`")
 
 
 def _check_folder(target: str, state: export_folder.FolderState, resume: bool) -> None:
@@ -167,9 +215,9 @@ def _labelled_by_folder(manifest: Manifest, paths: list[str], labels: np.ndarray
 def _write_records(reader: StoreReader, target: str, paths: list[str], raw: bool, report: ExportReport,
                    progress: Callable[[int, int], None] | None) -> None:
     """Write each record's file, keeping (with ``resume``) one already whole."""
-    for index, data in _records(reader):
-        record = decode_record(data, record_key(index))  # verifies the checksum
-        payload = _png(record) if raw else bytes(record.payload)
+    if progress is not None:
+        progress(0, len(paths))
+    for index, payload in _payloads(reader, raw):
         path = os.path.join(target, *paths[index].split("/"))
         if report.resumed and export_folder.holds_exactly(path, payload):
             report.kept += 1
@@ -184,6 +232,13 @@ def _write_records(reader: StoreReader, target: str, paths: list[str], raw: bool
         report.total_bytes += len(payload)
         if progress is not None:
             progress(report.written + report.kept, len(paths))
+
+
+def _payloads(reader: StoreReader, raw: bool) -> Iterator[tuple[int, bytes]]:
+    """Every record's file bytes (raw pixels as a PNG), in index order, its checksum verified."""
+    for index, data in _records(reader):
+        record = decode_record(data, record_key(index))  # verifies the checksum
+        yield index, _png(record) if raw else bytes(record.payload)
 
 
 def _records(reader: StoreReader) -> Iterator[tuple[int, bytes]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ def inspect(
     preview: str | os.PathLike[str] | None = None,
     preview_count: int = 36,
     skipped: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Summarise a store, optionally verifying it and drawing a preview sheet.
 
@@ -57,13 +59,17 @@ def inspect(
         skipped: add ``skipped_files`` (``{"path", "reason"}`` of each source
             file or folder the conversion skipped or ignored, as kept in the
             manifest; ``None`` for an incomplete store) and ``skipped_files_omitted``.
+        progress: called as ``progress(done, total)`` while ``verify`` checks
+            the records, so that a caller can show how far it got (the
+            library itself prints nothing).
 
     Returns:
         A JSON-serialisable dict: ``backend``, ``path``, ``length``,
         ``classes``, ``class_counts``, ``total_bytes``, ``mean_bytes``,
         ``payload_kind``, ``image_formats``, ``width_range``, ``height_range``,
         ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
-        ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
+        ``source_kind`` (``"folder"``, ``"huggingface"``, ``"webdataset"``; ``None``
+        for an incomplete store), ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
         of images with an EXIF orientation, and with 16-bit or float pixels),
         ``exif_transpose`` (those were stored upright), ``downscaled`` with
         ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
@@ -102,7 +108,7 @@ def inspect(
                                         for path, reason in reader.manifest.skipped_files]
             summary["skipped_files_omitted"] = reader.manifest.skipped_files_omitted
         if verify:
-            bad = verify_records(reader)
+            bad = verify_records(reader, progress)
             summary["verify"] = {"checked": summary["length"], "ok": not bad, "bad": bad}
         if preview is not None:
             draw_preview(reader, os.fspath(preview), preview_count)
@@ -127,6 +133,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         skipped=manifest.skipped,
         created=manifest.created,
         source=manifest.source,
+        source_kind=manifest.source_kind,
         datakit_version=manifest.datakit_version,
         exif_transpose=manifest.exif_transpose,
         max_side=manifest.max_side,
@@ -151,7 +158,8 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary = spec.summary_fields()
     summary.update(_stats_fields(state.settings.classes, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
-                   skipped=None, created=None, source=state.settings.source, datakit_version=None,
+                   skipped=None, created=None, source=state.settings.source, source_kind=None,
+                   datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
                    class_order=None, unlisted=0, appends=[], being_written=running is not None,
@@ -175,8 +183,11 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
     }
 
 
-def verify_records(reader: StoreReader) -> list[dict[str, str]]:
+def verify_records(reader: StoreReader,
+                   progress: Callable[[int, int], None] | None = None) -> list[dict[str, str]]:
     """Check every record: present, checksum, label, and a full image decode.
+
+    ``progress(done, total)`` is called before the first record and after each one.
 
     Returns:
         One ``{"key", "reason"}`` dict per bad record; empty when all is well.
@@ -185,6 +196,8 @@ def verify_records(reader: StoreReader) -> list[dict[str, str]]:
     labels = reader.labels()
     bad: list[dict[str, str]] = []
     expected = 0
+    report = progress or _ignore
+    report(0, manifest.length)
     for index, data in reader.iter_records():
         while expected < index:  # a gap: records that should be there are not
             bad.append({"key": record_key(expected), "reason": "missing"})
@@ -198,8 +211,14 @@ def verify_records(reader: StoreReader) -> list[dict[str, str]]:
             record_to_pil(record).load()
         except Exception as exc:  # every failure is a finding, not a crash
             bad.append({"key": key, "reason": getattr(exc, "reason", None) or str(exc)})
+        report(min(expected, manifest.length), manifest.length)
     bad.extend({"key": record_key(index), "reason": "missing"} for index in range(expected, manifest.length))
+    report(manifest.length, manifest.length)
     return bad
+
+
+def _ignore(done: int, total: int) -> None:
+    """The progress callback when nobody asked for one."""
 
 
 def preview_format(path: str | os.PathLike[str]) -> str:

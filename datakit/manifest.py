@@ -127,7 +127,11 @@ class Manifest:
         class_order: how ``classes`` were sorted: ``"text"`` (folder names, as
             ``ImageFolder`` sorts them; and every store written before this
             field), or ``"numeric"`` (a label file whose labels are all
-            integers). Classes new in an append come after them.
+            integers). Classes new in an append come after them. A Hugging Face
+            dataset's ``ClassLabel`` names keep the dataset's order ("text" here).
+        source_kind: what ``source`` is: ``"folder"`` (image files; every store
+            written before this field), ``"huggingface"`` (a ``datasets`` dataset
+            on disk) or ``"webdataset"`` (tar shards). Appends come from the same kind.
     """
 
     classes: list[str]
@@ -149,6 +153,7 @@ class Manifest:
     label_kind: str = "single"
     appends: list[dict[str, Any]] = field(default_factory=list)
     class_order: str = "text"
+    source_kind: str = "folder"
 
     @property
     def multi_label(self) -> bool:
@@ -195,6 +200,8 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
         raise StoreError(f"{where}: unknown label kind {manifest.label_kind!r} in the manifest")
     if manifest.class_order not in ("text", "numeric"):
         raise StoreError(f"{where}: unknown class order {manifest.class_order!r} in the manifest")
+    if len(manifest.source_kind) > 40 or not manifest.source_kind.isidentifier():
+        raise StoreError(f"{where}: malformed source kind {manifest.source_kind[:40]!r} in the manifest")
     if manifest.multi_label and manifest.format_version < MULTI_LABEL_VERSION:
         raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
                          f"or later, not {manifest.format_version}")
@@ -220,7 +227,7 @@ _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[in
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
                           "quality", "label_file", "unlisted", "label_kind", "appends",
-                          "class_order"})
+                          "class_order", "source_kind"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +88,137 @@ def permissions_apply(locked: Path) -> bool:
     """Whether a process run by :func:`run_obeying_permissions` is refused the listing of ``locked``."""
     probe = run_obeying_permissions([sys.executable, "-c", f"import os; os.listdir({str(locked)!r})"])
     return "PermissionError" in probe.stderr
+
+
+class Terminal:
+    """A command run as from a shell in a terminal: stdin and stderr on a pseudo-terminal that is
+    its controlling terminal (so :meth:`ctrl_c` is a real Ctrl-C, a SIGINT to its whole process
+    group), stdout on a pipe. What the command drew on the terminal is read back as it was written.
+    """
+
+    def __init__(self, args: list[str]) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        try:
+            self.process = subprocess.Popen(args, stdin=slave, stdout=subprocess.PIPE, stderr=slave,
+                                            start_new_session=True, preexec_fn=_take_terminal)
+        finally:
+            os.close(slave)
+        self.written = b""
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        os.close(self.master)
+
+    @property
+    def text(self) -> str:
+        """Everything written on the terminal so far, escape sequences included."""
+        return self.written.decode(errors="replace")
+
+    def read_until(self, pattern: str, timeout: float = 60) -> str:
+        """Read the terminal until ``pattern`` (a regular expression) matches what was written."""
+        deadline = time.monotonic() + timeout
+        while re.search(pattern, self.text) is None:
+            left = deadline - time.monotonic()
+            assert left > 0, f"gave up waiting for {pattern!r} on the terminal; it shows {self.text!r}"
+            if not self._read(left):
+                raise AssertionError(f"the command closed the terminal before {pattern!r}: {self.text!r}")
+        return self.text
+
+    def ctrl_c(self) -> None:
+        """Type Ctrl-C: the terminal sends SIGINT to the command's process group (and echoes ^C)."""
+        os.write(self.master, b"\x03")
+
+    def finish(self, timeout: float = 60) -> tuple[int, str]:
+        """Wait for the command and every process holding the terminal to end; its exit status and
+        its stdout."""
+        deadline = time.monotonic() + timeout
+        while self._read(deadline - time.monotonic()):
+            pass
+        assert self.process.stdout is not None
+        stdout = self.process.stdout.read().decode()
+        return self.process.wait(timeout=max(1.0, deadline - time.monotonic())), stdout
+
+    def _read(self, timeout: float) -> bool:
+        """Read what is there (waiting up to ``timeout``); False once nothing holds the terminal open."""
+        assert timeout > 0, f"the command did not end; the terminal shows {self.text!r}"
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        assert ready, f"nothing came on the terminal in {timeout:.0f} s; it shows {self.text!r}"
+        try:
+            chunk = os.read(self.master, 4096)
+        except OSError:  # EIO: every process holding the terminal is gone and it is drained
+            return False
+        self.written += chunk
+        return bool(chunk)
+
+
+def _take_terminal() -> None:
+    """In the child, a session leader by then: make its stdin (the pseudo-terminal) its controlling
+    terminal, whose foreground process group is then the child's."""
+    import fcntl
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def terminal_output(args: list[str]) -> str:
+    """Run ``args`` to the end as in a terminal (:class:`Terminal`); what it wrote there."""
+    with Terminal(args) as terminal:
+        status, _ = terminal.finish()
+        assert status == 0, terminal.text
+        return terminal.text
+
+
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def screen(text: str) -> list[str]:
+    """The lines a terminal shows after ``text`` was written to it: a carriage return goes back to
+    the start of the line and what follows overwrites it, ``ESC[2K`` erases the line; other escape
+    sequences (the cursor hidden and shown) change nothing on the screen. Blank lines are left out."""
+    lines: list[str] = []
+    line: list[str] = []
+    column = 0
+    for token in re.findall(r"\x1b\[[0-9;?]*[A-Za-z]|[\s\S]", text):
+        if token == "\r":
+            column = 0
+        elif token == "\n":
+            lines.append("".join(line))
+            line, column = [], 0
+        elif token == "\x1b[2K":
+            line = [" "] * len(line)
+        elif not _ESCAPE.fullmatch(token):
+            line.extend(" " * (column + 1 - len(line)))
+            line[column] = token
+            column += 1
+    lines.append("".join(line))
+    return [shown.rstrip() for shown in lines if shown.strip()]
+
+
+PAUSING_COMMAND = """
+import importlib, signal, sys
+module_name, name = sys.argv[1].rsplit(".", 1)
+module = importlib.import_module(module_name)
+work = getattr(module, name)
+def pausing(*args, progress, **kwargs):
+    def report(done, total):
+        progress(done, total)
+        if done == total // 2:
+            print("paused", flush=True)
+            signal.pause()  # until a signal: the test's Ctrl-C
+    return work(*args, progress=report, **kwargs)
+setattr(module, name, pausing)
+from datakit.cli import cli
+cli(sys.argv[2:], prog_name="datakit")
+"""
+"""Runs ``datakit ARGS...`` (argv: the library function the command calls, then ARGS), pausing that
+function halfway through its work, in its progress callback, until a signal comes: a Ctrl-C test
+knows the command is mid-way and its bar drawn when it reads ``paused`` on stdout."""

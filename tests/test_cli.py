@@ -135,36 +135,6 @@ def test_installed_command_runs(tmp_path):
     assert version.returncode == 0 and datakit.__version__ in version.stdout
 
 
-@pytest.mark.integration
-def test_progress_bar_only_on_a_terminal(image_folder, tmp_path):
-    import os
-    import pty
-
-    def stderr_of(dest, use_terminal: bool) -> str:
-        command = [sys.executable, "-m", "datakit", "convert", str(image_folder), str(dest), "-j", "1"]
-        if not use_terminal:
-            return subprocess.run(command, capture_output=True, text=True, check=True).stderr
-        parent, child = pty.openpty()
-        try:
-            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=child, check=True)
-            os.close(child)
-            chunks = []
-            while True:
-                try:
-                    chunk = os.read(parent, 4096)
-                except OSError:  # EIO: the terminal's other end is closed and drained
-                    break
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            return b"".join(chunks).decode()
-        finally:
-            os.close(parent)
-
-    assert f"{GOOD}/{GOOD}" in stderr_of(tmp_path / "tty", use_terminal=True)
-    assert stderr_of(tmp_path / "pipe", use_terminal=False) == ""
-
-
 def test_unicode_names_round_trip(tmp_path):
     from PIL import Image
 

@@ -7,7 +7,6 @@ that the decision applies to.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -23,7 +22,6 @@ from PIL import Image
 
 import datakit
 from datakit.cli import cli
-from datakit.cli._output import Output
 from datakit.convert.source import scan_folder
 from datakit.errors import ConversionError, InvalidLocationError, StoreError
 from tests.conftest import CLASSES, PER_CLASS
@@ -331,26 +329,6 @@ def test_ignored_files_are_listed_and_every_skip_is_kept_in_the_store(fresh_fold
     summary = json.loads(run("inspect", tmp_path / "s", "--skipped", "--json").output)
     assert summary["skipped_files"][0] == {"path": "cat/zero.jpg", "reason": "empty file (0 bytes)"}
     assert summary["skipped"] == 1 and len(summary["skipped_files"]) == 3
-
-
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_the_eta_counts_from_the_first_image_written(monkeypatch):
-    clock = [1000.0]
-    monkeypatch.setattr("click._termui_impl.time.time", lambda: clock[0])
-    terminal = _Terminal()
-    monkeypatch.setattr(sys, "stderr", terminal)
-    with Output().progress("converting") as progress:
-        progress(0, 1000)
-        clock[0] += 3600  # an hour of starting worker processes (a slow start, exaggerated)
-        progress(10, 1000)
-        clock[0] += 2
-        progress(30, 1000)  # 20 images in 2 s since the first ones: about 100 s to go
-        shown = terminal.getvalue().rsplit("\r", 1)[-1]
-    assert "00:01:" in shown or "00:00:" in shown, shown
 
 
 # Resuming across the change of scan order

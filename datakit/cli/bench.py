@@ -60,7 +60,9 @@ def bench_command(store: str, backend_options: dict[str, str], batch_size: int, 
     settings = BenchSettings(store, backend_options, batch_size=batch_size, workers=workers, epochs=epochs,
                              output=output_kind, pipeline=pipeline)
     output.note(f"benchmarking {store}: {repeats} alternating runs of {epochs} epoch(s) per loader...")
-    Output(json=as_json, quiet=quiet).result(run_benchmark(settings, repeats), _render)
+    with output.progress("benchmarking", unit="samples") as progress:
+        summary = run_benchmark(settings, repeats, progress)
+    output.result(summary, _render)
 
 
 def _render(summary: dict[str, Any]) -> str:

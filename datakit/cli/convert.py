@@ -1,4 +1,4 @@
-"""``datakit convert SRC DEST``: pack an image folder into a store."""
+"""``datakit convert SRC DEST``: pack an image folder, a Hugging Face dataset or WebDataset shards."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 
 
 @click.command("convert", cls=DatakitCommand)
-@click.argument("src", type=UserPath(exists=True, file_okay=False, readable=True))
+@click.argument("src", type=UserPath(exists=True, readable=True))
 @click.argument("dest")
 @store_options
 @click.option("--workers", "-j", type=click.IntRange(min=1), default=None,
@@ -65,16 +65,27 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
                    "other formats as PNG); smaller images stay byte for byte.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True,
               help="JPEG quality of the images --max-side re-encodes.")
+@click.option("--source-kind", type=click.Choice(["folder", "huggingface", "webdataset"]), default=None,
+              help="What SRC is, when what it holds is ambiguous (detected by default: a save_to_disk "
+                   "folder or .parquet/.arrow files are huggingface, .tar files webdataset).")
+@click.option("--image-column", metavar="NAME", default=None,
+              help="Hugging Face: the Image column (default: image).")
+@click.option("--label-column", "--label-key", "label_column", metavar="NAME", default=None,
+              help="Hugging Face: the label column; WebDataset: the key of the label in each sample's "
+                   ".json, after its .cls (default: label).")
 @click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
                     labels: str | None, resume: bool, append: bool, overwrite: bool, strict: bool,
-                    exif_transpose: bool, max_side: int | None, quality: int, verbose: bool, as_json: bool,
+                    exif_transpose: bool, max_side: int | None, quality: int, source_kind: str | None,
+                    image_column: str | None, label_column: str | None, verbose: bool, as_json: bool,
                     quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
+    SRC may also be a Hugging Face dataset on disk (a save_to_disk folder, or
+    .parquet/.arrow files) or WebDataset .tar shards (a file or a folder).
     DEST is a path for an LMDB store (outside SRC), or a mongodb:// URI for a
     MongoDB collection. Unreadable or broken images and unreadable folders are
     skipped and listed; the conversion can be killed at any time and finished
@@ -92,12 +103,14 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     server = spec.server()
     if server is not None:
         output.note(f"connecting to {server} ...")
-    with output.warnings_as_notes(), output.progress("converting") as progress:
+    with output.warnings_as_notes(), output.progress("appending" if append else "converting") as progress:
         report = convert(src, spec, workers=workers, verify=verify,
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
                          extensions=extensions, exif_transpose=exif_transpose, max_side=max_side,
-                         quality=quality, labels=labels, append=append, progress=progress)
+                         quality=quality, labels=labels, append=append, progress=progress,
+                         source_kind=source_kind,  # type: ignore[arg-type]
+                         image_column=image_column, label_column=label_column)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "

@@ -20,9 +20,13 @@ __all__ = ["export_command"]
 @click.option("--resume", is_flag=True,
               help="Finish an interrupted export into DIR: files already there are compared with their "
                    "records, and a short or different one is written again.")
+@click.option("--format", "export_format", type=click.Choice(["folder", "webdataset"]), default="folder",
+              show_default=True,
+              help="folder: a file per record under its original path; webdataset: tar shards of "
+                   "<key>.<ext> and <key>.cls (the class index), for WebDataset's readers.")
 @output_options
-def export_command(store: str, directory: str, backend_options: dict[str, str], resume: bool, as_json: bool,
-                   quiet: bool) -> None:
+def export_command(store: str, directory: str, backend_options: dict[str, str], resume: bool,
+                   export_format: str, as_json: bool, quiet: bool) -> None:
     """Write every record of STORE back as DIR/<its original relative path>.
 
     Encoded records are written as their original bytes (converting DIR again
@@ -31,7 +35,8 @@ def export_command(store: str, directory: str, backend_options: dict[str, str], 
     DIR/labels.jsonl holds them. DIR must be empty or missing; every checksum
     is verified on the way. Until the export is finished DIR carries the
     marker file .datakit-export-unfinished: an interrupted export (Ctrl-C, a
-    kill, a power loss) is finished with --resume.
+    kill, a power loss) is finished with --resume. With --format webdataset
+    the records go into DIR/shard-000000.tar, ... instead.
     """
     from datakit.exporting import export
     from datakit.stores import resolve_store
@@ -42,15 +47,17 @@ def export_command(store: str, directory: str, backend_options: dict[str, str], 
     if server is not None:
         output.note(f"connecting to {server} ...")
     with output.progress("exporting") as progress:
-        report = export(spec, directory, resume=resume, progress=progress)
+        report = export(spec, directory, resume=resume, progress=progress,
+                        format=export_format)  # type: ignore[arg-type]
     output.result(report.to_dict(), _render)
 
 
 def _render(report: dict[str, Any]) -> str:
     total = report["written"] + report["kept"]
     lines = [f"exported {total} images ({human_bytes(report['total_bytes'])}) from "
-             f"{report['store']} to {report['directory']} in {report['seconds']:.2f} s, "
-             "every checksum verified"]
+             f"{report['store']} to {report['directory']}"
+             + (f" as {report['shards']} WebDataset shard(s)" if report["format"] == "webdataset" else "")
+             + f" in {report['seconds']:.2f} s, every checksum verified"]
     if report["resumed"]:
         lines.append(f"resumed: {report['kept']} file(s) already there matched their records and were kept; "
                      f"{report['written']} written ({report['rewritten']} of them rewritten: short or "

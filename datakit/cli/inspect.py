@@ -57,8 +57,9 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     server = spec.server()
     if server is not None:
         output.note(f"connecting to {server} ...")
-    summary = inspect(spec, verify=verify, preview=preview, preview_count=preview_count,
-                      skipped=list_skipped)
+    with output.progress("verifying", unit="records") as progress:
+        summary = inspect(spec, verify=verify, preview=preview, preview_count=preview_count,
+                          skipped=list_skipped, progress=progress)
     output.result(summary, _render)
     bad = summary.get("verify", {}).get("bad")
     if bad:
@@ -72,14 +73,14 @@ def _render(summary: dict[str, Any]) -> str:
     lines = [
         f"store       {summary['path']} ({summary['backend']})",
         f"status      {status}",
-        f"source      {summary['source']}",
+        f"source      {summary['source']}{_SOURCE_KINDS.get(summary.get('source_kind') or '', '')}",
         f"records     {records}",
         f"payload     {summary['payload_kind']}: "
         + ", ".join(f"{name} {count}" for name, count in sorted(summary["image_formats"].items())),
         f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
     ]
     origin = (f"from {summary['label_file']}" if summary.get("label_file")
-              else "from the class folders" if summary["complete"] else "")
+              else _LABEL_ORIGINS.get(summary.get("source_kind") or "", "") if summary["complete"] else "")
     unlisted = (f" ({summary['unlisted']} image(s) under the source not named there, not converted)"
                 if summary.get("unlisted") else "")
     kind = f"{summary.get('label_kind', 'single')}-label"
@@ -137,6 +138,11 @@ def _image_notes(summary: dict[str, Any]) -> list[str]:
         notes.append(f"--max-side {summary['max_side']} --quality {summary['quality']}: "
                      f"{summary['downscaled']} image(s) stored downscaled")
     return notes
+
+
+_SOURCE_KINDS = {"huggingface": " (a Hugging Face dataset)", "webdataset": " (WebDataset shards)"}
+_LABEL_ORIGINS = {"folder": "from the class folders", "huggingface": "from the dataset's label column",
+                  "webdataset": "from the samples' .cls or .json"}
 
 
 def _class_order(summary: dict[str, Any]) -> str:

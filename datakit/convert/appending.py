@@ -43,6 +43,9 @@ __all__ = ["APPEND_RULES", "AppendPlan", "plan_append", "appended_manifest"]
 APPEND_RULES = "append "
 """Prefix of an append's ``scan`` in its progress entry, before the scan rules of its source."""
 
+_KIND_NAMES = {"folder": "an image folder", "huggingface": "a Hugging Face dataset",
+               "webdataset": "WebDataset shards"}
+
 
 @dataclass
 class AppendPlan:
@@ -115,7 +118,8 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     entries = []
     for entry in folder.entries:
         indices = tuple(sorted(position[index] for index in entry.classes))
-        entries.append(SourceEntry(entry.path, indices[0] if indices else position[entry.label], indices))
+        entries.append(dataclasses.replace(entry, label=indices[0] if indices else position[entry.label],
+                                           classes=indices))
     labels: list[Any] = list(appended.labels)
     if multi:
         by_path = {entry.path: entry.classes for entry in entries}
@@ -127,7 +131,13 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
 
 
 def _check_label_origin(before: Manifest, folder: SourceFolder, where: str) -> None:
-    """Refuse a source whose labels come from elsewhere than the store's (folders, or a label file)."""
+    """Refuse a source whose labels come from elsewhere than the store's (folders, or a label file),
+    or a source of another kind (a folder appended to a store of WebDataset shards)."""
+    if folder.kind != before.source_kind:
+        raise ConversionError(
+            f"{where} was converted from {_KIND_NAMES.get(before.source_kind, before.source_kind)}; an "
+            f"append to it comes from one too, not from {_KIND_NAMES.get(folder.kind, folder.kind)} "
+            f"({folder.root}); convert a new store instead")
     from_file = isinstance(folder, LabelledFolder)
     if bool(before.label_file) == from_file:
         return

@@ -47,6 +47,8 @@ __all__ = [
     "ImageOptions",
     "SourceImage",
     "read_source_image",
+    "check_source_image",
+    "read_framed",
 ]
 
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -117,7 +119,17 @@ class ImageOptions:
 
 
 def read_source_image(path: str, options: ImageOptions) -> SourceImage:
-    """Read one source file and check it is an image.
+    """Read one source file and check it is an image (:func:`check_source_image`).
+
+    Raises:
+        BadImage: the file is unreadable, or not an image that can be stored.
+    """
+    return check_source_image(read_framed(path), options)
+
+
+def check_source_image(framed: bytearray, options: ImageOptions) -> SourceImage:
+    """Check that the bytes after :data:`~datakit.records.HEADER_SIZE` bytes of room in ``framed``
+    are an image, whichever source they came from (a file, a tar member, a dataset row).
 
     A JPEG or PNG that is stored as it is gets its size from its header
     (:mod:`datakit.headers`) and, to verify, a colour JPEG is decoded by
@@ -129,7 +141,6 @@ def read_source_image(path: str, options: ImageOptions) -> SourceImage:
             corrupt or too large, or (when decoded) a float image whose
             values have no 8-bit scale.
     """
-    framed = _read_framed(path)
     data = memoryview(framed)[HEADER_SIZE:]
     if not data:
         raise BadImage("empty file (0 bytes)")
@@ -261,7 +272,7 @@ def _encode_like(upright: Image.Image, source: Image.Image) -> tuple[bytes, str]
     return buffer.getvalue(), image_format
 
 
-def _read_framed(path: str) -> bytearray:
+def read_framed(path: str) -> bytearray:
     """The file's bytes, read straight into place after room for a record header."""
     try:
         with open(path, "rb", buffering=0) as handle:

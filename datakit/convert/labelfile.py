@@ -266,7 +266,8 @@ def in_class_order(folder: SourceFolder, classes: list[str]) -> SourceFolder:
     entries = []
     for entry in folder.entries:
         indices = tuple(sorted(position[index] for index in entry.classes))  # a multi-label entry's
-        entries.append(SourceEntry(entry.path, indices[0] if indices else position[entry.label], indices))
+        entries.append(dataclasses.replace(entry, label=indices[0] if indices else position[entry.label],
+                                           classes=indices))
     return dataclasses.replace(folder, classes=list(classes), entries=entries,
                                class_order=class_order(classes))
 

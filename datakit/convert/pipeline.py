@@ -1,8 +1,11 @@
-"""The conversion pipeline: an image folder in, a complete store out.
+"""The conversion pipeline: an image folder (or a dataset, or shards) in, a complete store out.
 
 :func:`convert` is the list of its stages, each a module of this package::
 
-    scan the source    source.py (ImageFolder's files and order), or labelfile.py (a label file's)
+    scan the source    sources.py tells the kind: source.py (ImageFolder's files and order),
+                       labelfile.py (a label file's), huggingface.py (a datasets dataset on disk),
+                       webdataset.py (tar shards); all yield the same entries, whose bytes
+                       entry_bytes.py's readers get
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
@@ -30,12 +33,13 @@ from typing import Literal
 from datakit.convert.destination import check_outside_source, resolve_destination
 from datakit.convert.downscale import DEFAULT_QUALITY
 from datakit.convert.images import DEFAULT_MAX_PIXELS
-from datakit.convert.labelfile import LabelledFolder, label_scan_rules, labelled_folder, read_label_file
+from datakit.convert.labelfile import LabelledFolder
 from datakit.convert.numbering import COMMIT_RECORDS, ProgressCallback, batches, number, reporting
 from datakit.convert.read_stage import read_pending, too_many_readers
 from datakit.convert.report import ConversionReport, checked, scanned_report
 from datakit.convert.run import start_run
-from datakit.convert.source import SourceFolder, scan_folder, scan_rules
+from datakit.convert.source import SourceFolder
+from datakit.convert.sources import SourceChoice, scan_source
 from datakit.errors import DatakitWarning
 from datakit.stores import given_options
 from datakit.stores.contract import StoreSpec
@@ -65,15 +69,23 @@ def convert(
     append: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = COMMIT_RECORDS,
+    source_kind: Literal["folder", "huggingface", "webdataset"] | None = None,
+    image_column: str | None = None,
+    label_column: str | None = None,
 ) -> ConversionReport:
-    """Pack the image folder ``src`` into the store ``dest``.
+    """Pack the image folder (or Hugging Face dataset, or WebDataset shards) ``src`` into the store ``dest``.
 
     The images are ``ImageFolder``'s, in its order (see :mod:`datakit.convert.source`),
     so index ``i`` of the store is sample ``i`` of
     ``torchvision.datasets.ImageFolder(src)``, minus the files skipped as broken.
+    A Hugging Face dataset's rows, or WebDataset shards' samples, come in
+    their order (:mod:`datakit.convert.sources`).
 
     Args:
-        src: a folder laid out as ``src/<class>/**/<image>`` (``~`` is expanded).
+        src: a folder laid out as ``src/<class>/**/<image>`` (``~`` is expanded);
+            or a folder ``save_to_disk`` wrote, ``.parquet``/``.arrow`` files or
+            a folder of them (Hugging Face); or ``.tar`` shards or a folder of
+            them (WebDataset).
         dest: a filesystem path (LMDB) outside ``src``, a ``mongodb://`` URI, or
             a store spec (see :func:`resolve_destination`; ``collection`` and
             ``database`` then do not apply).
@@ -110,7 +122,9 @@ def convert(
             its labels, sorted (as numbers when every label is an integer,
             else as text), and the records come in its order. Images
             under ``src`` it does not name are not converted, and counted
-            (:mod:`datakit.convert.labelfile`).
+            (:mod:`datakit.convert.labelfile`). For a Hugging Face dataset or
+            WebDataset shards its paths are the entries' names
+            (``train/00000012``, ``shard-000/0001.jpg``).
         append: add to the complete store ``dest`` the images it does not hold
             yet (by relative path), after its records, which never change; new
             classes go at the end of ``classes``. The store keeps its own
@@ -122,6 +136,12 @@ def convert(
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
             cost more syncs.
+        source_kind: what ``src`` is, when what it holds is ambiguous:
+            ``"folder"``, ``"huggingface"`` or ``"webdataset"``; detected by default.
+        image_column: a Hugging Face dataset's ``Image`` column (default ``"image"``).
+        label_column: a Hugging Face dataset's label column, or the key of a
+            WebDataset sample's ``.json`` label (default ``"label"``; a
+            ``.cls`` member comes first). Not with ``labels``.
 
     Returns:
         A :class:`ConversionReport`.
@@ -132,7 +152,9 @@ def convert(
             CPUs. Warnings name the caller's line.
 
     Raises:
-        SourceError: ``src`` is missing or holds no image.
+        SourceError: ``src`` is missing or holds no image; its kind is
+            ambiguous; a column or a sample's label is missing or of the wrong
+            kind; an option does not apply to its kind.
         LabelFileError: the label file is unreadable or malformed (the message
             names its line).
         InvalidLocationError: ``dest`` is inside ``src``, a URI of a scheme
@@ -152,7 +174,8 @@ def convert(
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
     check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
-    folder, rules = _scan_source(root, labels, extensions)
+    choice = SourceChoice(source_kind, image_column, label_column)
+    folder, rules = scan_source(root, labels, extensions, choice)
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
     report = scanned_report(folder, spec.describe(), exif_transpose, max_side or 0)
@@ -162,7 +185,7 @@ def convert(
             return _finished(report, started)
         # read + verify in the reader pool, number, write in batches, and the manifest last
         _warn_caller([too_many_readers(workers or 1, len(run.entries))])
-        outcomes = read_pending(run.entries, run.root, run.settings, verify, max_pixels, workers)
+        outcomes = read_pending(run.entries, run.source, run.settings, verify, max_pixels, workers)
         if progress is not None:
             outcomes = reporting(outcomes, progress, len(run.entries))
         records = number(outcomes, run.state.stats, run.labels, report)
@@ -189,16 +212,6 @@ def _check_arguments(*, resume: bool, overwrite: bool, append: bool, format: str
             raise ValueError(f"{name} must be at least 1, not {value}")
     if not 1 <= quality <= 100:
         raise ValueError(f"quality must be between 1 and 100, not {quality}")
-
-
-def _scan_source(root: str, labels: str | os.PathLike[str] | None,
-                 extensions: Sequence[str]) -> tuple[SourceFolder, str]:
-    """The source's entries (a folder scanned, or a label file's rows) and their scan rules."""
-    if labels is not None:
-        label_file = read_label_file(labels)
-        return labelled_folder(root, label_file, tuple(extensions)), label_scan_rules(label_file)
-    folder = scan_folder(root, extensions)
-    return folder, scan_rules(folder.extensions)
 
 
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,

@@ -1,8 +1,10 @@
-"""Conversion's reading stage: each source file read, checked and sealed as a record, in order.
+"""Conversion's reading stage: each source entry read, checked and sealed as a record, in order.
 
-The files of a chunk are read by one reader process (:mod:`datakit.convert.reader_pool`)
-or, with one worker, in the converting process itself; a file that cannot be
-stored becomes an outcome with the reason, never an exception.
+The entries of a chunk are read by one reader process (:mod:`datakit.convert.reader_pool`)
+or, with one worker, in the converting process itself: their bytes from the
+source (a file, a tar member, a dataset row: :mod:`datakit.convert.entry_bytes`),
+then the same checks for all (:func:`~datakit.convert.images.check_source_image`).
+An entry that cannot be stored becomes an outcome with the reason, never an exception.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from datakit.convert.downscale import DEFAULT_QUALITY
-from datakit.convert.images import BadImage, ImageOptions, read_source_image
+from datakit.convert.entry_bytes import EntryBytes
+from datakit.convert.images import BadImage, ImageOptions, check_source_image
 from datakit.convert.reader_pool import ReaderPool
 from datakit.convert.source import SourceEntry
 from datakit.records import PayloadKind, seal_record
@@ -31,12 +34,12 @@ class ReadOptions:
     """Everything a reader process needs, sent once when it starts.
 
     Attributes:
-        root: the source folder the entries' paths are relative to.
+        source: how the entries' bytes are read (opened in each reader process).
         image: how each image is checked and stored.
         multi_label: the records carry several classes (a multi-label file).
     """
 
-    root: str
+    source: EntryBytes
     image: ImageOptions
     multi_label: bool = False
 
@@ -78,8 +81,8 @@ def too_many_readers(workers: int, files: int) -> str | None:
             "so the conversion gets no faster (the default is one per CPU)")
 
 
-def read_pending(entries: Sequence[SourceEntry], root: str, settings: ConversionSettings, verify: bool,
-                 max_pixels: int, workers: int | None) -> Iterator[ReadOutcome]:
+def read_pending(entries: Sequence[SourceEntry], source: EntryBytes, settings: ConversionSettings,
+                 verify: bool, max_pixels: int, workers: int | None) -> Iterator[ReadOutcome]:
     """The reading stage of a conversion: :func:`read_images` with the store's own payload, EXIF,
     size and label settings, and by default one reader per usable CPU when images are decoded
     (``verify``, or raw pixels), else one: reading a file and its header is cheaper than sending
@@ -88,7 +91,7 @@ def read_pending(entries: Sequence[SourceEntry], root: str, settings: Conversion
     image = ImageOptions(kind, verify, max_pixels, settings.exif_transpose, settings.max_side or None,
                          settings.quality or DEFAULT_QUALITY)
     decodes = verify or kind is PayloadKind.RAW
-    return read_images(entries, ReadOptions(root, image, settings.label_kind == "multi"),
+    return read_images(entries, ReadOptions(source, image, settings.label_kind == "multi"),
                        workers or (usable_cpus() if decodes else 1))
 
 
@@ -100,8 +103,11 @@ def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
     starts = range(0, len(entries), CHUNK)
     chunks = (list(range(start, min(len(entries), start + CHUNK))) for start in starts)
     if workers == 1 or len(entries) <= CHUNK:
-        for chunk in chunks:
-            yield from read_chunk(chunk)
+        try:
+            for chunk in chunks:
+                yield from read_chunk(chunk)
+        finally:
+            options.source.close()  # what this process opened to read
         return
     for outcomes in ReaderPool(read_chunk, workers).map(chunks):
         yield from outcomes
@@ -134,9 +140,8 @@ def _pillow_pixel_limit(max_pixels: int) -> Iterator[None]:
 
 
 def _read_one(entry: SourceEntry, options: ReadOptions) -> ReadOutcome:
-    path = os.path.join(options.root, *entry.path.split("/"))
     try:
-        image = read_source_image(path, options.image)
+        image = check_source_image(options.source.read(entry), options.image)
     except BadImage as exc:
         return ReadOutcome(entry, error=str(exc))
     record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,

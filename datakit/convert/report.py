@@ -102,6 +102,7 @@ def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_s
                                       f"{os.path.normpath(os.path.join(folder.root, loop.target))}, which "
                                       "contains it: ImageFolder would store its images again)")
                           for loop in folder.loops)
+    report.skipped.extend(SkippedFile(name, reason) for name, reason in folder.rejected)
     return report
 
 

@@ -24,6 +24,7 @@ from datakit.stores.state import CommittedState, ConversionSettings
 __all__ = ["check_resumable"]
 
 _LABELS_RULES = "labels "  # how label_scan_rules() names a label file's order
+_DATASET_RULES = ("huggingface ", "webdataset ")  # how sources other than folders name their entries
 _OVERWRITE = option("overwrite")
 
 
@@ -69,6 +70,14 @@ def _check_same_source(state: CommittedState, wanted: ConversionSettings, where:
                        folder: SourceFolder) -> None:
     """Both runs must take the same files, in the same order, with the same classes."""
     stored = state.settings
+    if stored.scan != wanted.scan and (stored.scan.startswith(_DATASET_RULES)
+                                       or wanted.scan.startswith(_DATASET_RULES)):
+        raise ConversionError.advising(
+            "{where} was started from {source}, read as {stored!r}; this conversion reads {wanted_source} as "
+            "{wanted!r} (the source's kind, its columns or label file, or its data files' names, sizes or "
+            "modification times differ); resume from the same, unchanged source with the same options, or "
+            "start again with {overwrite}", where=where, source=stored.source, stored=stored.scan,
+            wanted_source=wanted.source, wanted=wanted.scan, overwrite=_OVERWRITE)
     labelled = (stored.scan.startswith(_LABELS_RULES), wanted.scan.startswith(_LABELS_RULES))
     if any(labelled) and stored.scan != wanted.scan:
         if not labelled[0]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from datakit.convert.appending import appended_manifest, plan_append
 from datakit.convert.destination import prepare_destination
+from datakit.convert.entry_bytes import EntryBytes, entry_bytes
 from datakit.convert.labelfile import in_class_order
 from datakit.convert.report import ConversionReport, listed_skips
 from datakit.convert.source import SourceEntry, SourceFolder
@@ -41,7 +42,7 @@ class Run:
         entries: the source entries the store does not hold yet, in order.
         labels: every stored record's label (a class index, or a multi-label
             record's tuple of classes), in index order; numbering appends to it.
-        root: the source folder the entries' paths are relative to.
+        source: how the reading stage gets the entries' bytes.
         manifest: the manifest that completes the store, from the finished report.
     """
 
@@ -49,7 +50,7 @@ class Run:
     state: CommittedState
     entries: list[SourceEntry]
     labels: list[Any]
-    root: str
+    source: EntryBytes
     manifest: Callable[[ConversionReport], Manifest]
 
     def label_table(self) -> np.ndarray:
@@ -95,7 +96,7 @@ def _conversion_run(state: CommittedState, folder: SourceFolder, wanted: Convers
     report.resumed_from = state.stats.length
     multi = wanted.label_kind == "multi"
     labels = _multi_labels(folder, state.sources) if multi else list(state.labels)
-    return Run(wanted, state, _not_stored(folder.entries, state), labels, folder.root,
+    return Run(wanted, state, _not_stored(folder.entries, state), labels, entry_bytes(folder),
                lambda done: _manifest(folder, wanted, state, done))
 
 
@@ -110,7 +111,7 @@ def _append_run(writer: StoreWriter, appended: AppendState, folder: SourceFolder
     if not pending and plan.state.stats.length == plan.before.length:
         report.total, report.complete = plan.state.stats.length, True  # nothing new: the store is left alone
         return None
-    return Run(plan.settings, plan.state, pending, plan.labels, folder.root,
+    return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder),
                lambda done: appended_manifest(plan, listed_skips(done), done.label_file))
 
 
@@ -139,4 +140,4 @@ def _manifest(folder: SourceFolder, settings: ConversionSettings, state: Committ
                     quality=settings.quality, label_file=report.label_file,
                     unlisted=len(report.unlisted), label_kind=settings.label_kind,
                     format_version=MULTI_LABEL_VERSION if multi else SINGLE_LABEL_VERSION,
-                    class_order=folder.class_order)
+                    class_order=folder.class_order, source_kind=folder.kind)

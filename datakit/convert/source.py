@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from datakit.errors import SourceError
 
@@ -38,6 +39,7 @@ __all__ = [
     "IMG_EXTENSIONS",
     "SCAN_RULES",
     "SourceEntry",
+    "EntryBytes",
     "UnreadableFolder",
     "SymlinkLoop",
     "SourceFolder",
@@ -58,15 +60,38 @@ _LEGACY_EXTENSIONS = frozenset(IMG_EXTENSIONS) | {".gif"}
 
 @dataclass(frozen=True)
 class SourceEntry:
-    """One image file: its path relative to the root (``/``-separated) and its label.
+    """One image of a source: its name (a path relative to the root, ``/``-separated), its label,
+    and where its bytes are.
 
     In a multi-label conversion ``classes`` holds every class of the image,
     ascending, and ``label`` is the first of them; otherwise it is empty.
+    ``location`` is empty for a file (``path`` says where it is); for an image
+    inside a larger file it is what the source's
+    :class:`~datakit.convert.entry_bytes.EntryBytes` needs to find it: a few
+    integers, so that the entries of ten million images stay small in every reader.
     """
 
     path: str
     label: int
     classes: tuple[int, ...] = ()
+    location: tuple[int, ...] = ()
+
+
+class EntryBytes(Protocol):
+    """Reads an entry's bytes in a reader process (:mod:`datakit.convert.entry_bytes`): a small
+    picklable description of the source, that opens what it reads in the process that reads."""
+
+    def read(self, entry: SourceEntry) -> bytearray:
+        """The entry's bytes after :data:`~datakit.records.HEADER_SIZE` bytes of room.
+
+        Raises:
+            BadImage: the bytes cannot be read (the message says why).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what this process opened (the next :meth:`read` opens it again)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +139,13 @@ class SourceFolder:
         class_order: how ``classes`` are sorted: ``"text"`` (``ImageFolder``'s
             sort of folder names), or ``"numeric"`` (a label file whose labels
             are all integers, :mod:`datakit.convert.labelfile`).
+        kind: what the source is: ``"folder"`` (image files), ``"huggingface"``
+            (a ``datasets`` dataset on disk) or ``"webdataset"`` (tar shards).
+        reader: how a reader process gets an entry's bytes; ``None`` for image
+            files under ``root`` (:func:`datakit.convert.entry_bytes.entry_bytes`).
+        rejected: ``(name, reason)`` of each image the scan found but cannot
+            convert (a dataset row without a label, a tar shard that ends
+            early); reported as skipped.
     """
 
     root: str
@@ -124,11 +156,14 @@ class SourceFolder:
     extensions: tuple[str, ...] = IMG_EXTENSIONS
     loops: list[SymlinkLoop] = field(default_factory=list)
     class_order: str = "text"
+    kind: str = "folder"
+    reader: EntryBytes | None = None
+    rejected: list[tuple[str, str]] = field(default_factory=list)
 
     def hidden_classes(self) -> list[str]:
         """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to
-        ``ImageFolder`` too, though they are rarely meant as one."""
-        return [name for name in self.classes if name.startswith(".")]
+        ``ImageFolder`` too, though they are rarely meant as one; none for other sources."""
+        return [name for name in self.classes if name.startswith(".")] if self.kind == "folder" else []
 
     def empty_classes(self) -> list[str]:
         """Classes with no image at all (kept, so labels match ``ImageFolder``), leaving

@@ -2,9 +2,10 @@
 
 Without pinning the main thread receives from the
 :class:`~datakit.loader.pool.WorkerPool` itself and settles each result (a
-batch in a shared slot is copied out of it). With ``pin_memory`` or
-``device`` a pin thread (:func:`~datakit.loader.pinning.pin_loop`) receives,
-settles and pins, and hands results to the main thread through a queue.
+batch in a shared slot is copied out of it). With ``pin_memory``, ``device``
+or a dataset's finish step to run on the host, a pin thread
+(:func:`~datakit.loader.pinning.pin_loop`) receives, settles (finishes) and
+pins, and hands results to the main thread through a queue.
 Either way the main thread waits in slices of :data:`POLL_SECONDS`, checking
 ``DataLoader(timeout=...)``'s deadline and that the pin thread is alive.
 
@@ -73,7 +74,7 @@ class ResultSource:
         self._timeout = float(timeout)
         self._timeout_as_given = timeout  # torch's message shows it as given: "1 seconds"
         self._results: queue.Queue[Any] | None = None
-        if stages.pins:
+        if stages.threaded:
             self._results = queue.Queue()
             thread = threading.Thread(
                 target=pin_loop,
