@@ -44,6 +44,7 @@ from datakit.vision.recipe import Recipe, compile_recipe
 from datakit.vision.transforms import (
     CenterCrop,
     Compose,
+    InterpolationMode,
     Normalize,
     RandomHorizontalFlip,
     RandomResizedCrop,
@@ -63,6 +64,7 @@ __all__ = [
     "FusedDecoder",
     "FusedPlan",
     "GaussianBlur",
+    "InterpolationMode",
     "MixUp",
     "Normalize",
     "RandAugment",
