@@ -5,6 +5,14 @@ mistakes), builds the default sampler, batch sampler and collate function as
 torch does, and hands them to iterators as a
 :class:`~datakit.loader.plan.LoaderPlan`; the work happens in
 :mod:`datakit.loader.iterators` and below. See ``docs/loader.md``.
+
+The class is a subclass of ``torch.utils.data.DataLoader`` (as torchdata's
+``StatefulDataLoader`` is), without running torch's constructor: trainers
+dispatch on ``isinstance``. PyTorch Lightning and Hugging Face Accelerate skip
+their ``iter()`` probe for torch's loaders (a probe draws an epoch seed, and
+batches would then differ from torch's), and re-create them from their
+constructor arguments with a ``DistributedSampler`` under DDP; every argument
+of :class:`DataLoader` is therefore readable as an attribute of the same name.
 """
 
 from __future__ import annotations
@@ -14,9 +22,10 @@ import multiprocessing
 import os
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
+from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from datakit.loader.arguments import check_sampling_arguments, check_worker_arguments
@@ -42,7 +51,7 @@ _FROZEN_ATTRIBUTES = frozenset(
 )
 
 
-class DataLoader(Generic[T]):
+class DataLoader(TorchDataLoader[T]):
     """Iterates over a dataset in batches, optionally with worker processes and device staging.
 
     Accepts torch's arguments with torch's meaning and yields the same batches
@@ -118,7 +127,7 @@ class DataLoader(Generic[T]):
         device: str | torch.device | None = None,
     ) -> None:
         prefetch_factor = check_worker_arguments(num_workers, timeout, prefetch_factor, persistent_workers)
-        self.dataset = dataset
+        self.dataset = dataset  # type: ignore[assignment]  # torch annotates a map-style Dataset
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
         self.pin_memory = pin_memory
@@ -131,6 +140,7 @@ class DataLoader(Generic[T]):
         shuffle, batch_size, drop_last = check_sampling_arguments(
             dataset, self._is_iterable, shuffle, sampler, batch_sampler, batch_size, drop_last
         )
+        self.shuffle = shuffle  # not kept by torch's loader; trainers re-creating this one read it
         if sampler is None:
             sampler = default_sampler(dataset, self._is_iterable, shuffle, generator)
         if batch_size is not None and batch_sampler is None:
@@ -145,12 +155,13 @@ class DataLoader(Generic[T]):
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
+        self.pin_memory_device = ""  # torch's attribute: datakit stages with device= instead
         self.device = None if device is None else parse_device(device)
         self._device_backend: DeviceBackend | None = None
         self._pin_backend: DeviceBackend | None = None
         self._choose_backends()
-        self._IterableDataset_len_called: int | None = None
-        self._iterator: MultiProcessIterator | None = None
+        self._IterableDataset_len_called: int | None = None  # type: ignore[assignment]  # torch's says None
+        self._iterator: MultiProcessIterator | None = None  # type: ignore[assignment]  # datakit's own iterator
         self._epochs = EpochKeeper(self._plan())
         self.__initialized = True
         self._check_worker_count()
@@ -174,7 +185,8 @@ class DataLoader(Generic[T]):
     @property
     def multiprocessing_context(self) -> multiprocessing.context.BaseContext | None:
         """The context that starts the workers (None: fork on Linux)."""
-        return self.__multiprocessing_context
+        context: multiprocessing.context.BaseContext | None = self.__multiprocessing_context
+        return context
 
     @multiprocessing_context.setter
     def multiprocessing_context(self, context: str | multiprocessing.context.BaseContext | None) -> None:
@@ -240,7 +252,7 @@ class DataLoader(Generic[T]):
             return SingleProcessIterator(self._plan(), self._epochs)
         return MultiProcessIterator(self._plan(), self._epochs)
 
-    def __iter__(self) -> SingleProcessIterator | MultiProcessIterator:
+    def __iter__(self) -> SingleProcessIterator | MultiProcessIterator:  # type: ignore[override]
         if self.persistent_workers and self.num_workers > 0:
             if self._iterator is None or self._iterator.is_closed:
                 self._iterator = MultiProcessIterator(self._plan(), self._epochs)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, TypeVar
 
 import torch
+import torch.utils.data
 from torch.utils.data import Sampler
 
 from datakit.loader.arguments import is_positive_int
@@ -101,7 +102,7 @@ class PassState:
         self._pending = dict(state)
 
 
-class SequentialSampler(PassState, Sampler[int]):
+class SequentialSampler(PassState, torch.utils.data.SequentialSampler):
     """Yields ``0, 1, ..., len(data_source) - 1``.
 
     Args:
@@ -119,7 +120,7 @@ class SequentialSampler(PassState, Sampler[int]):
         return len(self.data_source)
 
 
-class RandomSampler(PassState, Sampler[int]):
+class RandomSampler(PassState, torch.utils.data.RandomSampler):
     """Yields indices in random order, with or without replacement.
 
     Without a generator, each pass seeds a private generator from one draw of
