@@ -100,7 +100,8 @@ def run_epochs(kind: str, store: Path) -> dict[str, int]:
             iterator = iter(loader)
             for number, batch in enumerate(iterator):
                 if plan == "outside" and number == 1:
-                    os.kill(rng.choice([pid for pid in iterator.worker_pids if pid is not None]), signal.SIGKILL)
+                    pids = [pid for pid in iterator.worker_pids if pid is not None]
+                    os.kill(rng.choice(pids), signal.SIGKILL)
                     counts["outside_kills"] += 1
                 for payload, label in batch:
                     index = next(i for i, data in expected.items() if data == payload)
