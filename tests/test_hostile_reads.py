@@ -1,0 +1,123 @@
+"""Regressions found by fuzzing hostile stores (issue 29): each read path gives the same answer.
+
+Three bugs, each pinned by a test written before its fix:
+
+1. manifest numbers that size memory (the size ranges that shape the loader's
+   shared-memory batch slots, counts, lengths) were only type-checked, so
+   ``[-5, -5]`` or ``[10**6, 10**6]`` ended ``datakit.DataLoader`` in a
+   ``RuntimeError`` or an attempt to allocate terabytes;
+2. raw records whose header says another channel count than 3 came back in
+   the wrong shape instead of as corrupt;
+3. a JPEG whose scan data is cut came back as pixels from a fused transform
+   whose region lies above the cut, while every other path refused it; and
+   ``convert --no-verify`` stored such files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+from PIL import Image
+
+import datakit
+from datakit import vision as T
+from datakit.errors import CorruptRecordError, StoreError
+from datakit.manifest import record_key
+
+OUTPUTS = ("pil", "numpy", "tensor")
+VAL = T.Compose([T.Resize(48), T.CenterCrop(48)])
+TRAIN = T.Compose([T.RandomResizedCrop(32, scale=(0.05, 0.2))])
+
+
+def copy_store(pristine: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "store.lmdb"
+    shutil.copytree(pristine, path)
+    return path
+
+
+def put(path: Path, key: bytes, value: bytes) -> None:
+    with lmdb.open(str(path)) as env, env.begin(write=True) as txn:
+        txn.put(key, value)
+
+
+def get(path: Path, key: bytes) -> bytes:
+    with lmdb.open(str(path), readonly=True, lock=False) as env, env.begin() as txn:
+        value = txn.get(key)
+    assert value is not None
+    return bytes(value)
+
+
+def reads_fail(make: Callable[[], datakit.StoreDataset], index: int) -> None:
+    """Reading sample ``index`` through ``make()`` raises a CorruptRecordError naming its key."""
+    dataset = make()
+    try:
+        with pytest.raises(CorruptRecordError, match=record_key(index)):
+            dataset[index]
+        with pytest.raises(CorruptRecordError, match=record_key(index)):
+            dataset.__getitems__([index])
+    finally:
+        dataset.close()
+
+
+# ------------------------------------------------------------------ 1. manifest numbers
+
+
+def with_field(manifest: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    changed = json.loads(json.dumps(manifest))
+    target = changed
+    *parents, name = path.split(".")
+    for parent in parents:
+        target = target[parent]
+    target[name] = value
+    return changed
+
+
+HOSTILE_NUMBERS = [
+    ("stats.width_range", [-5, -5]), ("stats.width_range", [10**7, 10**7]),
+    ("stats.width_range", [2**40, 2**40]), ("stats.width_range", [0, 0]),
+    ("stats.width_range", [41, 40]), ("stats.width_range", [40]), ("stats.width_range", []),
+    ("stats.height_range", [-5, -5]), ("stats.height_range", [10**7, 10**7]),
+    ("stats.height_range", [2**40, 2**40]), ("stats.height_range", [30, 30, 30]),
+    ("stats.class_counts", [-8, 16, 16]), ("stats.class_counts", [2**63, 8, 8]),
+    ("stats.total_bytes", -1), ("stats.image_formats", {"JPEG": -24}),
+    ("stats.exif_oriented", -1), ("stats.high_bit_depth", 25), ("stats.downscaled", -1),
+    ("skipped", -1), ("max_side", -1), ("quality", 1000), ("quality", -1),
+    ("appends", [{"when": "", "added": -5, "source": "", "label_file": ""}]),
+    ("length", 25), ("length", -24),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), HOSTILE_NUMBERS, ids=lambda v: str(v)[:20])
+def test_manifest_numbers_that_size_memory_are_range_checked_when_the_store_opens(
+        lmdb_store, tmp_path, field, value):
+    path = copy_store(lmdb_store, tmp_path)
+    manifest = json.loads(get(path, b"__manifest__"))
+    put(path, b"__manifest__", json.dumps(with_field(manifest, field, value)).encode())
+    name = field.rsplit(".", 1)[-1]
+    with pytest.raises(StoreError, match=f"{str(path)}.*{name}"):
+        datakit.LMDBDataset(path, output="tensor")
+    with pytest.raises(StoreError, match=name):
+        datakit.inspect(path)
+
+
+@pytest.mark.parametrize(("widths", "heights"), [
+    ([10**6, 10**6], [10**6, 10**6]),  # the loader's slots: terabytes
+    ([20000, 20000], [10000, 10000]),  # 2e8 pixels, just over twice Pillow's default limit
+    ([1, 10**6], [10**6, 10**6]),      # the widest image is at least 10**6 tall
+])
+def test_sizes_no_read_could_decode_are_refused_when_the_store_opens(lmdb_store, tmp_path, monkeypatch,
+                                                                     widths, heights):
+    path = copy_store(lmdb_store, tmp_path)
+    manifest = json.loads(get(path, b"__manifest__"))
+    manifest = with_field(with_field(manifest, "stats.width_range", widths), "stats.height_range", heights)
+    put(path, b"__manifest__", json.dumps(manifest).encode())
+    with pytest.raises(StoreError, match="width_range.*height_range.*MAX_IMAGE_PIXELS"):
+        datakit.LMDBDataset(path, output="tensor")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10**12)  # a user who raised Pillow's limit
+    datakit.LMDBDataset(path).close()
