@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ import datakit
 from datakit import vision as T
 from datakit.errors import CorruptRecordError, StoreError
 from datakit.manifest import record_key
+from datakit.records import PayloadKind, decode_record, encode_record
 
 OUTPUTS = ("pil", "numpy", "tensor")
 VAL = T.Compose([T.Resize(48), T.CenterCrop(48)])
@@ -121,3 +124,41 @@ def test_sizes_no_read_could_decode_are_refused_when_the_store_opens(lmdb_store,
         datakit.LMDBDataset(path, output="tensor")
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10**12)  # a user who raised Pillow's limit
     datakit.LMDBDataset(path).close()
+
+
+# ------------------------------------------------------------------ 2. raw channels
+
+
+@pytest.fixture(scope="module")
+def raw_store(image_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("raw") / "raw.lmdb"
+    datakit.convert(image_folder, dest, format="raw", workers=1)
+    return dest
+
+
+def raw_record(label: int, width: int, height: int, channels: int) -> bytes:
+    """A raw record whose checksum holds and whose size adds up, with any channel count."""
+    payload = bytes(range(256)) * (width * height * channels // 256 + 1)
+    payload = payload[:width * height * channels]
+    prefix = struct.pack("<4sHBBiIIQ", b"DKR\0", 1, 1, channels, label, width, height, len(payload))
+    return prefix + struct.pack("<I", zlib.crc32(payload, zlib.crc32(prefix))) + payload
+
+
+@pytest.mark.parametrize("channels", [0, 1, 2, 4])
+def test_a_raw_record_of_other_than_three_channels_is_corrupt_on_every_path(raw_store, tmp_path, channels):
+    path = copy_store(raw_store, tmp_path)
+    index = 5
+    label = decode_record(get(path, record_key(index).encode()), "x").header.label
+    put(path, record_key(index).encode(), raw_record(label, 40, 30, channels))
+    for output in OUTPUTS:
+        reads_fail(lambda output=output: datakit.LMDBDataset(path, output=output), index)
+    for transform in (VAL, TRAIN):
+        reads_fail(lambda transform=transform: datakit.LMDBDataset(path, transform=transform), index)
+    bad = datakit.inspect(path, verify=True)["verify"]["bad"]
+    assert [item["key"] for item in bad] == [record_key(index)]
+    assert "3 channels" in bad[0]["reason"]
+
+
+def test_raw_records_are_written_with_three_channels_only():
+    with pytest.raises(ValueError, match="3 channels"):
+        encode_record(b"\0" * 40 * 30, kind=PayloadKind.RAW, label=0, width=40, height=30, channels=1)
