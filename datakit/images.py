@@ -36,7 +36,7 @@ from datakit.downscale import (
     needs_downscaling,
 )
 from datakit.exif import UNKNOWN, orientation_in_bytes, orientation_of
-from datakit.headers import sniff_header
+from datakit.headers import jpeg_scan_start, sniff_header
 from datakit.records import HEADER_SIZE, PayloadKind
 
 __all__ = [
@@ -119,12 +119,17 @@ def read_source_image(path: str, *, kind: PayloadKind, verify: bool,
     turn = exif_transpose and orientation not in (1, UNKNOWN)
     deep = _is_16_bit_png(data)
     header = sniff_header(data)
+    if header is not None and header[0] == "JPEG":
+        _check_jpeg_end(framed)
     if header is not None and not turn and not needs_downscaling(header[1], header[2], max_side):
         image_format, width, height, channels = header
         _check_pixels(width, height, max_pixels)
         if kind is PayloadKind.ENCODED and not verify:
             return SourceImage(framed, kind, width, height, channels, image_format, orientation, deep)
-        pixels = decode_colour_jpeg(data, header)  # a full decode: the fast way to verify
+        try:
+            pixels = decode_colour_jpeg(data, header)  # a full decode, by the rule reads follow
+        except ValueError as exc:
+            raise BadImage(_describe(exc)) from None
         if pixels is not None:
             if kind is PayloadKind.RAW:
                 return SourceImage(_framed_pixels(pixels), kind, width, height, 3, image_format, orientation)
@@ -264,6 +269,20 @@ def _read_framed(path: str) -> bytearray:
     return framed
 
 
+def _check_jpeg_end(framed: bytearray) -> None:
+    """Refuse a JPEG without an end-of-image marker after the start of its first scan.
+
+    That is what a file cut short looks like, and reads refuse it; the check
+    costs a search from the end of the file (where the marker is), so
+    ``--no-verify`` makes it too. A file cut in another way (a progressive one
+    cut between scans whose tables hold the marker's two bytes, say) is left
+    to the full decode of a verifying conversion, or refused when read.
+    """
+    scan = jpeg_scan_start(memoryview(framed)[HEADER_SIZE:])
+    if scan is not None and framed.rfind(b"\xff\xd9", HEADER_SIZE + scan) < 0:
+        raise BadImage("truncated image: no end-of-image marker after its scan (the file is cut short)")
+
+
 def _check_pixels(width: int, height: int, max_pixels: int) -> None:
     if width * height > max_pixels:
         raise BadImage(f"{width}x{height} is more than {max_pixels} pixels (possible decompression bomb); "
@@ -274,6 +293,8 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, UnidentifiedImageError):
         return "not an image Pillow can identify"
     message = str(exc) or type(exc).__name__
+    if message.startswith("cannot decode"):  # datakit's JPEG decoder says so itself
+        return message
     if "truncated" in message:
         return f"truncated image ({message})"
     return f"cannot decode: {message}"

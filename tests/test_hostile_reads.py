@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 import datakit
@@ -32,6 +34,7 @@ from datakit import vision as T
 from datakit.errors import CorruptRecordError, StoreError
 from datakit.manifest import record_key
 from datakit.records import PayloadKind, decode_record, encode_record
+from datakit.synthetic import photo_pixels
 
 OUTPUTS = ("pil", "numpy", "tensor")
 VAL = T.Compose([T.Resize(48), T.CenterCrop(48)])
@@ -162,3 +165,79 @@ def test_a_raw_record_of_other_than_three_channels_is_corrupt_on_every_path(raw_
 def test_raw_records_are_written_with_three_channels_only():
     with pytest.raises(ValueError, match="3 channels"):
         encode_record(b"\0" * 40 * 30, kind=PayloadKind.RAW, label=0, width=40, height=30, channels=1)
+
+
+# ------------------------------------------------------------------ 3. truncated JPEGs
+
+
+def tall_jpeg() -> bytes:
+    """48 x 200: a centre crop needs rows 0..125 only, well above a cut at 85 % of the file."""
+    import io
+
+    buffer = io.BytesIO()
+    Image.fromarray(photo_pixels(48, 200, seed=7)).save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def store_holding(pristine: Path, tmp_path: Path, index: int, payload: bytes) -> Path:
+    """A copy of ``pristine`` whose record ``index`` holds ``payload`` as a 48 x 200 image, and
+    whose manifest's sizes hold one."""
+    path = copy_store(pristine, tmp_path)
+    manifest = json.loads(get(path, b"__manifest__"))
+    manifest = with_field(manifest, "stats.width_range", [40, 48])
+    manifest = with_field(manifest, "stats.height_range", [30, 200])
+    put(path, b"__manifest__", json.dumps(manifest).encode())
+    label = decode_record(get(path, record_key(index).encode()), "x").header.label
+    put(path, record_key(index).encode(), encode_record(payload, kind=PayloadKind.ENCODED, label=label,
+                                                        width=48, height=200, channels=3))
+    return path
+
+
+@pytest.mark.parametrize("kept", [0.85, 0.95, -2])
+def test_a_jpeg_cut_in_its_scan_is_refused_on_every_path(lmdb_store, tmp_path, kept):
+    data = tall_jpeg()
+    cut = data[:kept] if isinstance(kept, int) else data[:int(len(data) * kept)]
+    index = 9
+    path = store_holding(lmdb_store, tmp_path, index, cut)
+    for output in OUTPUTS:
+        reads_fail(lambda output=output: datakit.LMDBDataset(path, output=output), index)
+    reads_fail(lambda: datakit.LMDBDataset(path, transform=VAL), index)
+    for seed in range(12):  # crops anywhere: the answer does not depend on the crop drawn
+        torch.manual_seed(seed)
+        reads_fail(lambda: datakit.LMDBDataset(path, transform=TRAIN), index)
+    loader = datakit.DataLoader(datakit.LMDBDataset(path, transform=VAL), batch_size=1, num_workers=2,
+                                sampler=[index])
+    with pytest.raises(CorruptRecordError, match=record_key(index)):
+        next(iter(loader))
+    bad = datakit.inspect(path, verify=True)["verify"]["bad"]
+    assert [item["key"] for item in bad] == [record_key(index)]
+
+
+def test_the_same_jpeg_whole_reads_on_every_path(lmdb_store, tmp_path):
+    """Control for the test above: the uncut file reads everywhere, with the same pixels."""
+    data = tall_jpeg()
+    path = store_holding(lmdb_store, tmp_path, 9, data)
+    arrays = []
+    for output in OUTPUTS:
+        dataset = datakit.LMDBDataset(path, output=output)
+        arrays.append(np.asarray(dataset[9][0]))
+        dataset.close()
+    assert np.array_equal(arrays[0], arrays[1]) and np.array_equal(arrays[1], arrays[2].transpose(1, 2, 0))
+    dataset = datakit.LMDBDataset(path, transform=VAL)
+    assert dataset[9][0].shape == (3, 48, 48)
+    dataset.close()
+
+
+def test_convert_without_verify_skips_jpegs_cut_before_their_end(fresh_folder, tmp_path):
+    data = tall_jpeg()
+    (fresh_folder / "cat" / "cut.jpg").write_bytes(data[:int(len(data) * 0.85)])
+    (fresh_folder / "cat" / "cut_in_header.jpg").write_bytes(data[:data.index(b"\xff\xc4") + 30])
+    (fresh_folder / "cat" / "whole.jpg").write_bytes(data)
+    (fresh_folder / "cat" / "trailing.jpg").write_bytes(data + b"\0" * 100)  # past the end: harmless
+    report = datakit.convert(fresh_folder, tmp_path / "s", verify=False, workers=1)
+    reasons = {item.path: item.reason for item in report.skipped}
+    assert sorted(reasons) == ["cat/cut.jpg", "cat/cut_in_header.jpg"]
+    assert all("truncated" in reason and "end-of-image marker" in reason for reason in reasons.values())
+    summary = datakit.inspect(tmp_path / "s", skipped=True, verify=True)
+    assert summary["skipped"] == 2 and summary["verify"]["ok"]
+    assert sorted(item["path"] for item in summary["skipped_files"]) == sorted(reasons)

@@ -16,16 +16,25 @@ batch (on the GPU with ``datakit.DataLoader(device=...)``). See
 ``docs/vision.md`` for the measurements.
 """
 
-from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
-from datakit.vision.transforms import (
-    CenterCrop,
-    Compose,
-    Normalize,
-    RandomHorizontalFlip,
-    RandomResizedCrop,
-    Resize,
-    Transform,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> module that defines it: imported on first use, so that the JPEG binding
+# (datakit.vision.jpeg), which every read path decodes with, does not import torch
+_EXPORTS: dict[str, str] = {
+    "CenterCrop": "datakit.vision.transforms",
+    "Compose": "datakit.vision.transforms",
+    "FusedDecoder": "datakit.vision.fused",
+    "FusedPlan": "datakit.vision.fused",
+    "Normalize": "datakit.vision.transforms",
+    "RandomHorizontalFlip": "datakit.vision.transforms",
+    "RandomResizedCrop": "datakit.vision.transforms",
+    "Resize": "datakit.vision.transforms",
+    "Transform": "datakit.vision.transforms",
+    "compile_transform": "datakit.vision.fused",
+}
 
 __all__ = [
     "CenterCrop",
@@ -39,3 +48,28 @@ __all__ = [
     "Transform",
     "compile_transform",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
+    from datakit.vision.transforms import (
+        CenterCrop,
+        Compose,
+        Normalize,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+        Resize,
+        Transform,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'datakit.vision' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

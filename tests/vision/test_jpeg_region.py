@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, scaled_size
+from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, decode_image, scaled_size
 from tests.vision.photos import jpeg_bytes, photo_pixels
 
 pytestmark = pytest.mark.skipif(not RegionDecoder().available and not os.environ.get("DATAKIT_REQUIRE_JPEG"),
@@ -61,8 +61,14 @@ def test_the_full_decode_is_pillows():
 def test_corrupt_and_unsupported_files_raise():
     decoder = RegionDecoder()
     data = jpeg_bytes(photo_pixels(64, 64, seed=1))
-    with pytest.raises(ValueError, match="Premature end"):
-        decoder.decode(data[: len(data) // 2], 8, 0, 0, 64, 64)  # libjpeg only warns; we refuse
+    for cut in (data[: len(data) // 2], data[:-2]):  # libjpeg only warns; we refuse, whatever the region
+        with pytest.raises(ValueError, match="not followed by the end-of-image marker"):
+            decoder.decode(cut, 8, 0, 0, 64, 8)
+        with pytest.raises(ValueError, match="Premature end"):
+            decode_image(cut, 64, 64)
+    progressive = jpeg_bytes(photo_pixels(64, 64, seed=1), progressive=True)
+    with pytest.raises(ValueError, match="Premature end"):  # several scans: read to the end at the start
+        decoder.decode(progressive[: len(progressive) * 3 // 4], 8, 0, 0, 64, 8)
     with pytest.raises(ValueError, match="Not a JPEG"):
         decoder.decode(b"GIF89a not a jpeg", 8, 0, 0, 4, 4)
     with pytest.raises(ValueError, match="outside the 64x64 image"):
@@ -72,6 +78,30 @@ def test_corrupt_and_unsupported_files_raise():
     cmyk = jpeg_bytes(photo_pixels(16, 16, seed=2), mode="CMYK")
     with pytest.raises(UnsupportedColourSpace):
         decoder.decode(cmyk, 8, 0, 0, 16, 16)
+
+
+def test_what_follows_the_scan_is_read_by_the_whole_decode_and_refused_by_a_region():
+    """A marker segment between the scan and the end-of-image marker: libjpeg reads it only when
+    it reads on to the end, so a region refuses the file (the caller then decodes it whole)."""
+    data = jpeg_bytes(photo_pixels(64, 64, seed=1))
+    comment = data[:-2] + b"\xff\xfe\x00\x04hi\xff\xd9"  # a comment: harmless
+    bad_table = data[:-2] + b"\xff\xdb\x00\x05\x07\x00\x00\xff\xd9"  # a DQT with a bad index: fatal
+    decoder = RegionDecoder()
+    for changed in (comment, bad_table):
+        with pytest.raises(ValueError, match="not followed by the end-of-image marker"):
+            decoder.decode(changed, 8, 0, 0, 64, 8)
+    np.testing.assert_array_equal(decode_image(comment, 64, 64), decode_image(data, 64, 64))
+    with pytest.raises(ValueError, match="Bogus DQT index"):
+        decode_image(bad_table, 64, 64)
+
+
+def test_corrupt_scan_data_is_decoded_as_the_whole_decode_decodes_it():
+    """Warnings about corrupt entropy-coded data are tolerated, by regions and whole decodes alike."""
+    data = bytearray(jpeg_bytes(photo_pixels(64, 64, seed=1)))
+    data[len(data) // 2] ^= 0x55
+    whole = decode_image(bytes(data), 64, 64)
+    region = RegionDecoder().decode(bytes(data), 8, 5, 40, 50, 20)
+    np.testing.assert_array_equal(region, whole[40:60, 5:55])
 
 
 def test_the_scratch_buffer_is_reused_and_grows():
