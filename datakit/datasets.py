@@ -34,7 +34,8 @@ from datakit.decode import (
 )
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted, InvalidLocationError
 from datakit.manifest import Manifest, record_key
-from datakit.records import MULTI_LABEL_VERSION, PayloadKind, Record, decode_raw_batch, decode_record
+from datakit.record_checks import check_record
+from datakit.records import PayloadKind, Record, decode_raw_batch, decode_record
 from datakit.sample_paths import PathIndex, SamplePaths
 from datakit.stores import check_location, given_options, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.base import StoreReader, StoreSpec
@@ -242,19 +243,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
                         exc.key, self.spec.describe(), exc.reason, self.errors_skipped, self.max_errors)
 
     def _parse(self, position: int, data: bytes) -> tuple[str, Record]:
-        """The record's key and the record, checked against the store's label table."""
+        """The record's key and the record, checked against the store's label table and sizes."""
         key = record_key(position)
         record = decode_record(data, key)
-        if self.manifest.multi_label:  # the header holds the first class of the multi-hot row
-            row = self.targets[position]
-            if (record.header.version < MULTI_LABEL_VERSION or not 0 <= record.header.label < len(row)
-                    or not row[record.header.label] or row[:record.header.label].any()):
-                raise CorruptRecordError(key, f"its label {record.header.label} (format version "
-                                              f"{record.header.version}) disagrees with the store's "
-                                              f"multi-label table ({row.tolist()})")
-        elif record.header.label != self.targets[position]:
-            raise CorruptRecordError(key, f"its label {record.header.label} disagrees with the store's "
-                                          f"label table ({self.targets[position]})")
+        check_record(record, key, position, self.manifest, self.targets)
         return key, record
 
     def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:

@@ -129,6 +129,22 @@ def test_sizes_no_read_could_decode_are_refused_when_the_store_opens(lmdb_store,
     datakit.LMDBDataset(path).close()
 
 
+def test_a_record_outside_the_manifest_sizes_is_corrupt_on_every_path(lmdb_store, tmp_path):
+    """A store whose manifest says every image is 41x30 (they are 40x30): the loader's slots are
+    41 wide; every path, the loader's included, refuses the records instead of failing elsewhere."""
+    path = copy_store(lmdb_store, tmp_path)
+    manifest = json.loads(get(path, b"__manifest__"))
+    put(path, b"__manifest__", json.dumps(with_field(manifest, "stats.width_range", [41, 41])).encode())
+    for output in (*OUTPUTS, "bytes"):
+        reads_fail(lambda output=output: datakit.LMDBDataset(path, output=output), 0)
+    reads_fail(lambda: datakit.LMDBDataset(path, transform=VAL), 0)
+    loader = datakit.DataLoader(datakit.LMDBDataset(path, output="tensor"), batch_size=4, num_workers=2)
+    with pytest.raises(CorruptRecordError, match=record_key(0)):
+        next(iter(loader))
+    bad = datakit.inspect(path, verify=True)["verify"]["bad"]
+    assert [item["key"] for item in bad] == [record_key(i) for i in range(24)]
+
+
 # ------------------------------------------------------------------ 2. raw channels
 
 
