@@ -55,7 +55,7 @@ static void on_message(j_common_ptr cinfo, int level) {
 
 static PyObject *UnsupportedJpeg;
 
-enum { DONE, FAILED, UNSUPPORTED, BAD_REGION, TOO_SMALL, NO_MEMORY, NO_END };
+enum { DONE, FAILED, UNSUPPORTED, BAD_SCALE, BAD_REGION, TOO_SMALL, NO_MEMORY, NO_END };
 
 /* One decode: what to read, where to, and how it went. */
 typedef struct {
@@ -97,6 +97,10 @@ static int ends_with_eoi(const unsigned char *scan, const unsigned char *end) {
 
 /* Reads the header and sets the output up; 0 when the job ends here (its status says why). */
 static int prepare(j_decompress_ptr cinfo, Job *job) {
+    if (!job->whole && (job->scale_num < 1 || job->scale_num > 16)) {  /* libjpeg-turbo's n/8 scales */
+        job->status = BAD_SCALE;
+        return 0;
+    }
     jpeg_mem_src(cinfo, job->data, (unsigned long)job->length);
     jpeg_read_header(cinfo, TRUE);
     if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
@@ -206,6 +210,9 @@ static PyObject *finish(Job *job, ErrorManager *errors) {
     case UNSUPPORTED:
         PyErr_SetString(UnsupportedJpeg, "a CMYK or YCCK JPEG: libjpeg-turbo does not convert it to RGB");
         return NULL;
+    case BAD_SCALE:
+        return PyErr_Format(PyExc_ValueError, "scale %d/8 is not one of libjpeg-turbo's (1/8 to 16/8)",
+                            job->scale_num);
     case BAD_REGION:
         return PyErr_Format(PyExc_ValueError, "region %dx%d at (%d, %d) is outside the %ux%u image at "
                             "scale %d/8", job->width, job->height, job->x, job->y, job->scaled_width,
@@ -242,8 +249,9 @@ PyDoc_STRVAR(decode_region_doc,
 "scale ``scale_num``/8 (coordinates in the scaled image) as packed RGB rows\n"
 "into ``out``, a writable buffer of at least ``width * height * 3`` bytes.\n"
 "Raises UnsupportedJpeg for colour spaces libjpeg-turbo cannot turn into RGB\n"
-"(CMYK, YCCK) and ValueError for corrupt data, a region outside the image, or\n"
-"a file of one scan whose scan is not followed by the end-of-image marker.");
+"(CMYK, YCCK) and ValueError for a scale outside 1 to 16, corrupt data, a\n"
+"region outside the image, or a file of one scan whose scan is not followed by\n"
+"the end-of-image marker.");
 
 static PyObject *decode_region(PyObject *self, PyObject *args) {
     (void)self;

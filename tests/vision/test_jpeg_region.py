@@ -80,6 +80,14 @@ def test_corrupt_and_unsupported_files_raise():
         decoder.decode(cmyk, 8, 0, 0, 16, 16)
 
 
+@pytest.mark.parametrize("num", [-1, 0, 17, 2**31 - 1])
+def test_a_scale_libjpeg_turbo_does_not_have_is_refused(num):
+    """The binding cast the scale to unsigned: -1 was decoded as 16/8 (found by the fuzz suite)."""
+    data = jpeg_bytes(photo_pixels(16, 16, seed=1))
+    with pytest.raises(ValueError, match=f"scale {num}/8 is not one of libjpeg-turbo's"):
+        RegionDecoder().decode(data, num, 0, 0, 1, 1)
+
+
 def test_what_follows_the_scan_is_read_by_the_whole_decode_and_refused_by_a_region():
     """A marker segment between the scan and the end-of-image marker: libjpeg reads it only when
     it reads on to the end, so a region refuses the file (the caller then decodes it whole)."""
