@@ -126,14 +126,14 @@ def jpeg_frame_field(data: bytes, draw: Draw) -> bytes:
 def jpeg_table_byte(data: bytes, draw: Draw) -> bytes:
     """A byte of a quantisation or Huffman table: its class and id, a count, a code, a value."""
     table = pick_segment(data, draw, {0xDB, 0xC4})
-    if table is None:
+    if table is None or table.end - table.start <= 4:
         return data
     return replace(data, draw(st.integers(table.start + 4, table.end - 1)), bytes([byte(draw)]))
 
 
 def jpeg_scan_header(data: bytes, draw: Draw) -> bytes:
     sos = pick_segment(data, draw, {0xDA})
-    if sos is None:
+    if sos is None or sos.end - sos.start <= 4:
         return data
     return replace(data, draw(st.integers(sos.start + 4, sos.end - 1)), bytes([byte(draw)]))
 
