@@ -11,8 +11,10 @@
  * The contract: the region written is exactly what a full decode at the same
  * scale would hold there. jpeg_crop_scanline widens the columns to the iMCU
  * grid and makes the columns at the edge of a cropped range differ (fancy
- * upsampling sees no neighbour there), so one more column is asked for on
- * each side, and each row is copied from the widened range into ``out``.
+ * upsampling sees no neighbour there), so two more columns are asked for on
+ * each side (with one, a region one column wide at the left edge of a 4:2:0
+ * image, a cropped range two columns wide, differed in libjpeg-turbo 2.1.5),
+ * and each row is copied from the widened range into ``out``.
  *
  * One rule decides whether a JPEG decodes, on every read path (docs/reliability.md,
  * "Hostile stores"): libjpeg's errors refuse it, its warnings about corrupt
@@ -140,9 +142,9 @@ static int prepare(j_decompress_ptr cinfo, Job *job) {
 /* Decodes the job's rows into ``out`` (libjpeg's errors jump out of here). */
 static void read_rows(j_decompress_ptr cinfo, Job *job, ErrorManager *errors) {
     jpeg_start_decompress(cinfo);
-    /* one column of margin on each side, see the top of this file */
-    JDIMENSION first = job->x > 0 ? (JDIMENSION)job->x - 1 : 0;
-    JDIMENSION last = (JDIMENSION)job->x + (JDIMENSION)job->width + 1;
+    /* two columns of margin on each side, see the top of this file */
+    JDIMENSION first = job->x > 1 ? (JDIMENSION)job->x - 2 : 0;
+    JDIMENSION last = (JDIMENSION)job->x + (JDIMENSION)job->width + 2;
     if (last > job->scaled_width) last = job->scaled_width;
     JDIMENSION columns = last - first;
     if (columns < job->scaled_width) {

@@ -49,6 +49,25 @@ def test_a_region_equals_that_part_of_the_full_decode(size, subsampling, progres
             np.testing.assert_array_equal(region, whole[top:top + rows, left:left + columns])
 
 
+@pytest.mark.parametrize("subsampling", [0, 1, 2])
+@pytest.mark.parametrize("progressive", [False, True])
+def test_regions_one_to_four_columns_wide_at_either_edge_are_exact(subsampling, progressive):
+    """With one column of margin, a region one column wide at the left edge of a 4:2:0 image
+    differed from the full decode (libjpeg-turbo 2.1.5; found by tests/test_hostile_fuzz.py)."""
+    for width, height in ((52, 36), (17, 9), (333, 251)):
+        data = jpeg_bytes(photo_pixels(width, height, seed=width), subsampling=subsampling,
+                          progressive=progressive)
+        decoder = RegionDecoder()
+        for num in (8, 4, 2, 1):
+            whole = full_decode(decoder, data, width, height, num)
+            scaled_height, scaled_width = whole.shape[:2]
+            for left in {0, 1, 2, scaled_width - 3, scaled_width - 2, scaled_width - 1} - {-1, -2, -3}:
+                for columns in range(1, min(4, scaled_width - left) + 1):
+                    region = decoder.decode(data, num, left, 0, columns, scaled_height)
+                    where = f"{width}x{height} at {num}/8, x={left} w={columns}"
+                    np.testing.assert_array_equal(region, whole[:, left:left + columns], err_msg=where)
+
+
 def test_the_full_decode_is_pillows():
     from tests.vision.photos import pillow_chw
 
