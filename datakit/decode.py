@@ -4,7 +4,9 @@ Datasets, inspection and the benchmarks decode here; conversion only uses
 :func:`decode_colour_jpeg` to verify source files (:mod:`datakit.images`).
 Every path gives Pillow's pixels: JPEGs with three components go to
 libjpeg-turbo through simplejpeg, which is Pillow's decoder with Pillow's
-settings at about twice the speed, and everything else to Pillow itself.
+settings at about twice the speed; greyscale JPEGs and those simplejpeg
+refuses to datakit's own libjpeg-turbo binding, with the same settings; and
+everything else to Pillow itself.
 
 Every path also gives the same answer for the same record, which the
 hostile-store fuzzing holds them to (``docs/reliability.md``): the PIL output
