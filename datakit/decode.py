@@ -4,7 +4,18 @@ Datasets, inspection and the benchmarks decode here; conversion only uses
 :func:`decode_colour_jpeg` to verify source files (:mod:`datakit.convert.images`).
 Every path gives Pillow's pixels: JPEGs with three components go to
 libjpeg-turbo through simplejpeg, which is Pillow's decoder with Pillow's
-settings at about twice the speed, and everything else to Pillow itself.
+settings at about twice the speed; greyscale JPEGs and those simplejpeg
+refuses to datakit's own libjpeg-turbo binding, with the same settings; and
+everything else to Pillow itself.
+
+Every path also gives the same answer for the same record, which the
+hostile-store fuzzing holds them to (``docs/reliability.md``): the PIL output
+is made from the array; a JPEG with one or three components is accepted or
+refused by libjpeg-turbo's one rule (:mod:`datakit.vision.jpeg`: warnings about
+corrupt data tolerated, as in Pillow; data cut before the end-of-image marker
+refused), not by Pillow's own parser; an image over the read-time pixel limit
+is refused before anything is allocated for it (:mod:`datakit.pixel_limit`);
+and an image of another size than its record header says is corrupt.
 Images with more than 8 bits per sample (16-bit and float greyscale, which
 Pillow's ``convert("RGB")`` would clip to white or black) are scaled to 8
 bits by :func:`rgb_pixels`, the one place that rule lives: conversion uses it
@@ -23,7 +34,9 @@ import numpy as np
 from PIL import Image
 
 from datakit.headers import ImageHeader, sniff_header
-from datakit.records import PayloadKind, Record
+from datakit.pixel_limit import check_pixels
+from datakit.records import PayloadKind, Record, RecordHeader
+from datakit.vision.jpeg import UnsupportedColourSpace, decode_image, region_decoding_available
 
 try:  # a libjpeg-turbo binding twice as fast as Pillow's JPEG decoder (a dependency)
     import simplejpeg as _simplejpeg
@@ -36,7 +49,9 @@ if TYPE_CHECKING:
 __all__ = [
     "HIGH_BIT_DEPTH_MODES",
     "ImageShapeError",
+    "HeaderSizeError",
     "PixelScaleError",
+    "check_header_size",
     "rgb_pixels",
     "record_to_pil",
     "record_to_array",
@@ -57,6 +72,21 @@ class ImageShapeError(ValueError):
     def __init__(self, shape: tuple[int, ...]) -> None:
         super().__init__(f"image of shape {shape}")
         self.shape = shape
+
+
+class HeaderSizeError(ValueError):
+    """A record's image is not of the size its header says (a store that lies about its images)."""
+
+
+def check_header_size(width: int, height: int, header: RecordHeader) -> None:
+    """Refuse an image of ``width`` x ``height`` in a record whose header says otherwise.
+
+    Raises:
+        HeaderSizeError: the sizes differ.
+    """
+    if (width, height) != (header.width, header.height):
+        raise HeaderSizeError(f"the image is {width}x{height}, but its record header says "
+                              f"{header.width}x{header.height}")
 
 
 HIGH_BIT_DEPTH_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
@@ -114,31 +144,36 @@ def _eight_bit_grey(image: Image.Image) -> np.ndarray:
 
 
 def record_to_pil(record: Record) -> Image.Image:
-    """The record's image as an RGB PIL image."""
-    header = record.header
-    if header.kind is PayloadKind.RAW:
-        return Image.fromarray(record_to_array(record))
-    with Image.open(io.BytesIO(record.payload)) as image:
-        if image.mode in HIGH_BIT_DEPTH_MODES:
-            return Image.fromarray(rgb_pixels(image))
-        converted: Image.Image = image.convert("RGB")
-    return converted
+    """The record's image as an RGB PIL image: :func:`record_to_array`'s pixels, so that the two
+    accept and refuse the same records."""
+    return Image.fromarray(record_to_array(record))
 
 
 def record_to_array(record: Record) -> np.ndarray:
-    """The record's image as an ``(H, W, 3)`` uint8 array (a fresh, writable copy)."""
+    """The record's image as an ``(H, W, 3)`` uint8 array (a fresh, writable copy).
+
+    Raises:
+        ValueError: the payload does not decode, or not to the header's size; its
+            subclasses say why (:class:`HeaderSizeError`, :class:`PixelScaleError`,
+            :class:`~datakit.pixel_limit.ImageTooLarge`).
+        Exception: whatever Pillow raises for a payload that is no image it knows.
+    """
     header = record.header
     if header.kind is PayloadKind.RAW:
         flat = np.frombuffer(record.payload, dtype=np.uint8)
         copy: np.ndarray = flat.reshape(header.height, header.width, header.channels).copy()
         return copy
     data = bytes(record.payload)
-    pixels = decode_colour_jpeg(data, sniff_header(data))
-    if pixels is not None:
-        return pixels
-    with Image.open(io.BytesIO(record.payload)) as image:
-        image.load()
-        return rgb_pixels(image)  # for RGB, one copy: skips convert()'s
+    image_header = sniff_header(data)
+    if image_header is not None:
+        check_pixels(image_header[1], image_header[2])
+    pixels = decode_colour_jpeg(data, image_header)
+    if pixels is None:
+        with Image.open(io.BytesIO(record.payload)) as image:
+            image.load()
+            pixels = rgb_pixels(image)  # for RGB, one copy: skips convert()'s
+    check_header_size(pixels.shape[1], pixels.shape[0], header)
+    return pixels
 
 
 def record_to_tensor(record: Record) -> torch.Tensor:
@@ -163,7 +198,7 @@ def record_planes_into(record: Record, out: np.ndarray) -> None:
     pixels: np.ndarray
     if header.kind is PayloadKind.RAW:
         pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(header.shape)
-    elif decode_jpeg_planes_into(record.payload, out):
+    elif out.shape[1:] == (header.height, header.width) and decode_jpeg_planes_into(record.payload, out):
         return
     else:
         pixels = record_to_array(record)
@@ -192,6 +227,7 @@ def decode_jpeg_planes_into(data: bytes | memoryview, out: np.ndarray) -> bool:
     header = sniff_header(data)
     if header is None or header[0] != "JPEG" or header[3] != 3 or out.shape[1:] != (header[2], header[1]):
         return False
+    check_pixels(header[1], header[2])
     rgbx = _rgbx_scratch(header[2], header[1])
     try:
         _simplejpeg.decode_jpeg(data, colorspace="RGBX", buffer=rgbx)
@@ -217,21 +253,33 @@ def _rgbx_scratch(height: int, width: int) -> np.ndarray:
 
 
 def decode_colour_jpeg(data: bytes | memoryview, header: ImageHeader | None) -> np.ndarray | None:
-    """A colour JPEG decoded by libjpeg-turbo through simplejpeg, else None.
+    """A JPEG of one or three components decoded by libjpeg-turbo; None for any other image.
 
     simplejpeg calls the same libjpeg-turbo as Pillow with the same settings
     (accurate integer IDCT, fancy upsampling), so the pixels are Pillow's, at
-    about twice the speed. Only three-component JPEGs take this path: for
-    greyscale and CMYK files Pillow's own colour conversion is the reference,
-    and any file simplejpeg rejects goes to Pillow, which names the problem
-    (or, for the few oddities libjpeg only warns about, accepts it).
+    about twice the speed; it takes the three-component JPEGs that decode
+    without a warning. The rest, greyscale JPEGs and those libjpeg warns about,
+    go to datakit's own binding (:func:`datakit.vision.jpeg.decode_image`),
+    which decides by the rule every read path follows: libjpeg's errors and
+    data cut before the end-of-image marker refuse the file, its warnings about
+    corrupt data do not (as in Pillow). CMYK and YCCK JPEGs go to Pillow, whose
+    colour conversion is the reference. Without the binding (built without
+    libjpeg's headers), Pillow decodes whatever simplejpeg does not.
+
+    Raises:
+        ValueError: libjpeg-turbo refuses the file (the message says why).
     """
-    if _simplejpeg is None:
+    if header is None or header[0] != "JPEG" or header[3] not in (1, 3):
         return None
-    if header is None or header[0] != "JPEG" or header[3] != 3:
+    if _simplejpeg is not None and header[3] == 3:
+        try:
+            pixels: np.ndarray = _simplejpeg.decode_jpeg(data, colorspace="RGB")
+            return pixels
+        except ValueError:  # warnings are errors there: the rule above decides
+            pass
+    if not region_decoding_available():
         return None
     try:
-        pixels: np.ndarray = _simplejpeg.decode_jpeg(data, colorspace="RGB")
-    except ValueError:
+        return decode_image(data, header[1], header[2])
+    except UnsupportedColourSpace:  # three components in a colour space libjpeg cannot turn into RGB
         return None
-    return pixels

@@ -11,8 +11,9 @@ falls back to Pillow, so a hostile file costs speed, never correctness.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
-__all__ = ["ImageHeader", "sniff_header"]
+__all__ = ["ImageHeader", "sniff_header", "jpeg_scan_start"]
 
 ImageHeader = tuple[str, int, int, int]
 """``(format, width, height, bands)``, with Pillow's format names and band counts."""
@@ -23,6 +24,7 @@ _PNG_BANDS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # colour type -> bands of Pillow's 
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _JPEG_STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}  # RSTn and TEM carry no length
 _JPEG_BANDS = {1: 1, 3: 3, 4: 4}
+_OUT_OF_DATA = -1  # not a marker: the segments ran past the end of the data
 
 
 def sniff_header(data: bytes | bytearray | memoryview) -> ImageHeader | None:
@@ -45,11 +47,47 @@ def _png(data: bytes | bytearray | memoryview) -> ImageHeader | None:
 
 
 def _jpeg(data: bytes | bytearray | memoryview) -> ImageHeader | None:
+    for marker, position, _ in _jpeg_segments(data):
+        if marker in _JPEG_SOF:
+            if position + 10 > len(data):
+                return None
+            height, width, components = struct.unpack_from(">HHB", data, position + 5)
+            bands = _JPEG_BANDS.get(components)
+            if bands is None or width == 0 or height == 0:
+                return None
+            return ("JPEG", width, height, bands)
+    return None
+
+
+def jpeg_scan_start(data: bytes | bytearray | memoryview) -> int | None:
+    """Where a JPEG's first scan's entropy-coded data starts (after its SOS segment), or None if unsure.
+
+    ``datakit convert --no-verify`` looks for the end-of-image marker after it:
+    a file cut short (a partial download, a full disk) has none there. A file
+    that ends inside its marker segments, before any scan, gives ``len(data)``.
+    """
+    if data[:2] != b"\xff\xd8":
+        return None
+    for marker, position, length in _jpeg_segments(data):
+        if marker == 0xDA:
+            return position + 2 + length
+        if marker == _OUT_OF_DATA:
+            return len(data)
+    return None
+
+
+def _jpeg_segments(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, int, int]]:
+    """``(marker, position, length)`` of each marker segment after SOI, by the lengths they
+    declare, up to the first SOS (included); stops early at anything unexpected, and after
+    ``(_OUT_OF_DATA, position, 0)`` when the data ends before a SOS."""
     position = 2
     end = len(data)
-    while position + 4 <= end:
+    while True:
+        if position + 4 > end:
+            yield _OUT_OF_DATA, position, 0
+            return
         if data[position] != 0xFF:
-            return None
+            return
         marker = data[position + 1]
         if marker == 0xFF:  # fill byte
             position += 1
@@ -57,18 +95,12 @@ def _jpeg(data: bytes | bytearray | memoryview) -> ImageHeader | None:
         if marker in _JPEG_STANDALONE:
             position += 2
             continue
+        if marker == 0xD9:  # end of image before any scan
+            return
         (length,) = struct.unpack_from(">H", data, position + 2)
         if length < 2:
-            return None
-        if marker in _JPEG_SOF:
-            if position + 10 > end:
-                return None
-            height, width, components = struct.unpack_from(">HHB", data, position + 5)
-            bands = _JPEG_BANDS.get(components)
-            if bands is None or width == 0 or height == 0:
-                return None
-            return ("JPEG", width, height, bands)
-        if marker in (0xD9, 0xDA):  # end of image, or scan data before any frame header
-            return None
+            return
+        yield marker, position, length
+        if marker == 0xDA:
+            return
         position += 2 + length
-    return None

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from datakit.decode import record_to_pil
+from datakit.decode import record_to_array, record_to_pil
 from datakit.errors import DatakitError, IncompleteStoreError
 from datakit.manifest import Manifest, Stats, record_key
+from datakit.record_checks import check_record
 from datakit.records import decode_record
 from datakit.stores import given_options, resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
@@ -185,7 +186,8 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
 
 def verify_records(reader: StoreReader,
                    progress: Callable[[int, int], None] | None = None) -> list[dict[str, str]]:
-    """Check every record: present, checksum, label, and a full image decode.
+    """Check every record: present, checksum, what its header says (label, size: as reads check
+    it, :mod:`datakit.record_checks`), and a full image decode.
 
     ``progress(done, total)`` is called before the first record and after each one.
 
@@ -206,9 +208,8 @@ def verify_records(reader: StoreReader,
         key = record_key(index)
         try:
             record = decode_record(data, key)
-            if index >= manifest.length or record.header.label != labels[index]:
-                raise DatakitError(f"label {record.header.label} disagrees with the label table")
-            record_to_pil(record).load()
+            check_record(record, key, index, manifest, labels)
+            record_to_array(record)
         except Exception as exc:  # every failure is a finding, not a crash
             bad.append({"key": key, "reason": getattr(exc, "reason", None) or str(exc)})
         report(min(expected, manifest.length), manifest.length)

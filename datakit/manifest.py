@@ -19,10 +19,17 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from datakit.errors import StoreError
+from datakit.manifest_bounds import (
+    MAX_SIDE,
+    check_count,
+    check_counts,
+    check_pixel_floor,
+    check_size_range,
+)
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, check_format_version
 from datakit.version import __version__
 
-__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest"]
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats"]
 
 KEY_DIGITS = 10
 """Record keys are the sample index, zero-padded to this many digits."""
@@ -183,10 +190,14 @@ class Manifest:
         if not isinstance(version, int):
             raise StoreError(f"{where}: the manifest has no integer format_version")
         check_format_version(version, where)
-        data.pop("length", None)
+        redundant = data.pop("length", None)
         data["stats"] = Stats.from_dict(data.get("stats"), where)
         manifest = _build(cls, data, where)
+        if redundant is not None and (type(redundant) is not int or redundant != manifest.length):
+            raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
+                             f"is {manifest.length}")
         _check_consistent(manifest, where)
+        _check_numbers(manifest, where)
         return manifest
 
 
@@ -211,13 +222,46 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
     else:
         fits = sum(counts) == length and length >= 0
     if not fits:
-        raise StoreError(f"{where}: the manifest's class counts do not add up to its length")
+        raise StoreError(f"{where}: the manifest's class counts ('stats.class_counts') do not add up to "
+                         "its length")
     if manifest.unlisted < 0:
         raise StoreError(f"{where}: the manifest counts fewer than no unlisted images")
     if manifest.skipped_files_omitted < 0:
         raise StoreError(f"{where}: the manifest counts fewer than no omitted skipped files")
     if manifest.keys != {"scheme": "index", "digits": KEY_DIGITS}:
         raise StoreError(f"{where}: unknown key scheme {manifest.keys!r} in the manifest")
+
+
+def check_stats(stats: Stats, where: str) -> None:
+    """Every running total within what a conversion writes, in a manifest or a progress entry.
+
+    A resume takes a progress entry's totals into the manifest it writes, so
+    they are checked where they are read, as a manifest's are.
+
+    Raises:
+        StoreError: a number out of range, naming its field.
+    """
+    length = stats.length
+    check_count(where, "stats.length", length, 10**KEY_DIGITS)  # keys have KEY_DIGITS digits
+    check_counts(where, "stats.class_counts", stats.class_counts, length)
+    check_counts(where, "stats.image_formats", stats.image_formats, length)
+    for name in ("exif_oriented", "high_bit_depth", "downscaled"):
+        check_count(where, f"stats.{name}", getattr(stats, name), length)
+    check_count(where, "stats.total_bytes", stats.total_bytes)
+    check_size_range(where, "stats.width_range", stats.width_range, length)
+    check_size_range(where, "stats.height_range", stats.height_range, length)
+    check_pixel_floor(where, stats.width_range, stats.height_range)
+
+
+def _check_numbers(manifest: Manifest, where: str) -> None:
+    """Every number within what a conversion writes (:mod:`datakit.manifest_bounds`)."""
+    check_stats(manifest.stats, where)
+    length = manifest.length
+    check_count(where, "skipped", manifest.skipped)
+    check_count(where, "max_side", manifest.max_side, MAX_SIDE)
+    check_count(where, "quality", manifest.quality, 100)
+    for position, entry in enumerate(manifest.appends):
+        check_count(where, f"appends[{position}].added", entry["added"], length)
 
 
 _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,

@@ -25,6 +25,7 @@ __all__ = [
     "SINGLE_LABEL_VERSION",
     "MULTI_LABEL_VERSION",
     "HEADER_SIZE",
+    "RAW_CHANNELS",
     "PayloadKind",
     "RecordHeader",
     "Record",
@@ -44,6 +45,8 @@ MULTI_LABEL_VERSION = 2
 """Version 2 marks a multi-label store: the header's label is the record's first class,
 its multi-hot vector is in the store's label table (``docs/format.md``)."""
 _MAGIC = b"DKR\x00"
+RAW_CHANNELS = 3
+"""Raw payloads are RGB: a header that says otherwise is corrupt, whatever its sizes add up to."""
 
 # magic, version, kind, channels, label, width, height, payload length, crc32
 _HEADER = struct.Struct("<4sHBBiIIQI")
@@ -57,7 +60,7 @@ class PayloadKind(enum.IntEnum):
     ENCODED = 0
     """The source file's bytes, untouched (JPEG, PNG, ...)."""
     RAW = 1
-    """Decoded pixels: ``height * width * channels`` uint8 values, row-major HWC."""
+    """Decoded RGB pixels: ``height * width * 3`` uint8 values, row-major HWC."""
 
     @property
     def label(self) -> str:
@@ -133,6 +136,8 @@ def seal_record(
 def _checked_prefix(length: int, kind: PayloadKind, label: int, width: int, height: int,
                     channels: int, multi_label: bool = False) -> bytes:
     """The header up to the CRC, which covers it."""
+    if kind is PayloadKind.RAW and channels != RAW_CHANNELS:
+        raise ValueError(f"raw payloads hold {RAW_CHANNELS} channels (RGB), not {channels}")
     if kind is PayloadKind.RAW and length != width * height * channels:
         raise ValueError(
             f"raw payload of {length} bytes does not match shape "
@@ -152,8 +157,8 @@ def decode_record(data: bytes | memoryview, key: str) -> Record:
         key: the record's key, named in any error.
 
     Raises:
-        CorruptRecordError: the bytes are not a well-formed record or the
-            checksum does not match.
+        CorruptRecordError: the bytes are not a well-formed record, the
+            checksum does not match, or raw pixels are not 3 channels of the header's size.
         IncompatibleStoreError: the record was written by a newer format.
     """
     view = memoryview(data)
@@ -171,6 +176,9 @@ def decode_record(data: bytes | memoryview, key: str) -> Record:
     payload_kind = _KINDS.get(kind)
     if payload_kind is None:
         raise CorruptRecordError(key, f"unknown payload kind {kind}")
+    if payload_kind is PayloadKind.RAW and channels != RAW_CHANNELS:
+        raise CorruptRecordError(key, f"raw records hold {RAW_CHANNELS} channels (RGB); its header says "
+                                      f"{channels}")
     if payload_kind is PayloadKind.RAW and width * height * channels != length:
         raise CorruptRecordError(
             key, f"raw payload of {length} bytes does not match {height}x{width}x{channels}"

@@ -6,9 +6,11 @@ import io
 
 import numpy as np
 import pytest
+import simplejpeg
 from PIL import Image
 
-from datakit.decode import decode_jpeg_planes_into, record_to_array, record_to_pil
+from datakit.decode import HeaderSizeError, decode_jpeg_planes_into, record_to_array, record_to_pil
+from datakit.pixel_limit import ImageTooLarge
 from datakit.records import PayloadKind, decode_record, encode_record
 
 
@@ -91,11 +93,48 @@ def test_planes_decline_what_they_cannot_do_and_leave_out_untouched(case):
     assert bool((out == 7).all())
 
 
-def test_a_broken_jpeg_is_left_to_pillow_to_report():
+def test_a_cut_jpeg_is_refused_by_libjpegs_rule_not_left_to_pillow():
+    """Pillow accepts some JPEGs cut just before their end-of-image marker and refuses others
+    (by how far its decoder read ahead); datakit refuses every JPEG whose data ends before it."""
     image = photo("RGB")
-    buffer = io.BytesIO()
-    image.save(buffer, format="JPEG")
-    data = buffer.getvalue()
-    data = data[: len(data) // 2]  # the header survives, the scan does not
-    with pytest.raises(OSError):
-        record_to_array(as_record(data, image))
+    data = saved(image)
+    for cut in (data[: len(data) // 2], data[:-2], data[:-1]):
+        record = as_record(cut, image)
+        with pytest.raises(ValueError, match="Premature end of JPEG file"):
+            record_to_array(record)
+        with pytest.raises(ValueError, match="Premature end of JPEG file"):
+            record_to_pil(record)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_corrupt_scan_data_libjpeg_only_warns_about_decodes_as_in_pillow(mode):
+    image = photo(mode)
+    data = bytearray(saved(image))
+    data[-10] ^= 0x55  # "Corrupt JPEG data: premature end of data segment": a warning
+    with pytest.raises(ValueError, match="Corrupt JPEG data"):  # simplejpeg refuses it, libjpeg warns
+        simplejpeg.decode_jpeg(bytes(data))
+    with Image.open(io.BytesIO(bytes(data))) as reference:
+        expected = np.asarray(reference.convert("RGB"))
+    record = as_record(bytes(data), image)
+    assert np.array_equal(record_to_array(record), expected)
+    assert np.array_equal(np.asarray(record_to_pil(record)), expected)
+
+
+@pytest.mark.parametrize("image_format", ["JPEG", "PNG"])
+def test_an_image_of_another_size_than_its_record_header_is_refused(image_format):
+    image = photo("RGB")
+    data = saved(image, format=image_format)
+    record = decode_record(encode_record(data, kind=PayloadKind.ENCODED, label=0, width=image.width + 1,
+                                         height=image.height, channels=3), "k")
+    with pytest.raises(HeaderSizeError, match="the image is 67x45, but its record header says 68x45"):
+        record_to_array(record)
+    with pytest.raises(HeaderSizeError):
+        record_to_pil(record)
+
+
+def test_images_over_the_read_time_pixel_limit_are_refused_before_decoding(monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # twice that: 2000 pixels, fewer than 67x45
+    for image_format in ("JPEG", "PNG"):
+        record = as_record(saved(photo("RGB"), format=image_format), photo("RGB"))
+        with pytest.raises(ImageTooLarge, match="67x45 is more than 2000 pixels"):
+            record_to_array(record)

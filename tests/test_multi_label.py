@@ -62,8 +62,9 @@ def test_a_multi_label_file_gives_multi_hot_targets(fresh_folder, tmp_path, rows
     assert dataset.manifest.stats.class_counts == expected(rows).sum(axis=0).tolist()
     with LMDBSpec(str(tmp_path / "s")).open_reader() as reader:
         assert all(decode_record(data, "k").header.version == 2 for _, data in reader.iter_records())
-    summary = datakit.inspect(tmp_path / "s")
+    summary = datakit.inspect(tmp_path / "s", verify=True)
     assert summary["label_kind"] == "multi" and summary["format_version"] == 2
+    assert summary["verify"] == {"checked": len(rows), "ok": True, "bad": []}  # rows checked as reads do
 
 
 def test_a_single_label_store_keeps_format_version_1(fresh_folder, tmp_path, rows):

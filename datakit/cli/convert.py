@@ -38,7 +38,7 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
               help="Processes that read and verify images (default: the CPU count, "
                    "or 1 with --no-verify --format encoded).")
 @click.option("--verify/--no-verify", default=True, show_default=True,
-              help="Decode every image fully, not only its header.")
+              help="Decode every image fully, not only its header (JPEGs cut short are skipped either way).")
 @click.option("--format", "payload_format", type=click.Choice(["encoded", "raw"]), default="encoded",
               show_default=True, help="Store the files' bytes, or decoded RGB pixels.")
 @click.option("--extensions", metavar=".EXT,...", callback=_parse_extensions,

@@ -38,7 +38,7 @@ from datakit.convert.downscale import (
 from datakit.convert.exif import UNKNOWN, orientation_in_bytes, orientation_of
 from datakit.convert.pixels import framed_pixels, has_deep_samples, is_16_bit_png
 from datakit.decode import HIGH_BIT_DEPTH_MODES, PixelScaleError, decode_colour_jpeg, rgb_pixels
-from datakit.headers import ImageHeader, sniff_header
+from datakit.headers import ImageHeader, jpeg_scan_start, sniff_header
 from datakit.records import HEADER_SIZE, PayloadKind
 
 __all__ = [
@@ -148,6 +148,8 @@ def check_source_image(framed: bytearray, options: ImageOptions) -> SourceImage:
     turn = options.exif_transpose and orientation not in (1, UNKNOWN)
     deep = is_16_bit_png(data)
     header = sniff_header(data)
+    if header is not None and header[0] == "JPEG":
+        _check_jpeg_end(framed)
     if header is not None and not turn and not needs_downscaling(header[1], header[2], options.max_side):
         image = _checked_by_header(framed, header, orientation, deep, options)
         if image is not None:
@@ -167,7 +169,10 @@ def _checked_by_header(framed: bytearray, header: ImageHeader, orientation: int,
     kind = options.kind
     if kind is PayloadKind.ENCODED and not options.verify:
         return SourceImage(framed, kind, width, height, channels, image_format, orientation, deep)
-    pixels = decode_colour_jpeg(memoryview(framed)[HEADER_SIZE:], header)  # the fast way to verify
+    try:  # a full decode, by the rule reads follow (the fast way to verify)
+        pixels = decode_colour_jpeg(memoryview(framed)[HEADER_SIZE:], header)
+    except ValueError as exc:
+        raise BadImage(_describe(exc)) from None
     if pixels is None:
         return None
     if kind is PayloadKind.RAW:
@@ -292,6 +297,20 @@ def read_framed(path: str) -> bytearray:
     return framed
 
 
+def _check_jpeg_end(framed: bytearray) -> None:
+    """Refuse a JPEG without an end-of-image marker after the start of its first scan.
+
+    That is what a file cut short looks like, and reads refuse it; the check
+    costs a search from the end of the file (where the marker is), so
+    ``--no-verify`` makes it too. A file cut in another way (a progressive one
+    cut between scans whose tables hold the marker's two bytes, say) is left
+    to the full decode of a verifying conversion, or refused when read.
+    """
+    scan = jpeg_scan_start(memoryview(framed)[HEADER_SIZE:])
+    if scan is not None and framed.rfind(b"\xff\xd9", HEADER_SIZE + scan) < 0:
+        raise BadImage("truncated image: no end-of-image marker after its scan (the file is cut short)")
+
+
 def _check_pixels(width: int, height: int, max_pixels: int) -> None:
     if width * height > max_pixels:
         raise BadImage(f"{width}x{height} is more than {max_pixels} pixels (possible decompression bomb); "
@@ -302,6 +321,8 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, UnidentifiedImageError):
         return "not an image Pillow can identify"
     message = str(exc) or type(exc).__name__
+    if message.startswith("cannot decode"):  # datakit's JPEG decoder says so itself
+        return message
     if "truncated" in message:
         return f"truncated image ({message})"
     return f"cannot decode: {message}"

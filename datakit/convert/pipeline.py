@@ -95,7 +95,7 @@ def convert(
             count when images are decoded (``verify`` or ``format="raw"``),
             else 1: reading a file and its header is cheaper than sending
             its bytes between processes.
-        verify: decode every image fully, not only its header.
+        verify: decode every image fully, not only its header (JPEGs cut short are skipped either way).
         format: ``"encoded"`` keeps each file's bytes untouched; ``"raw"``
             stores decoded RGB pixels, which cost more space and no decoding.
         resume: continue an interrupted conversion of ``src`` into ``dest``

@@ -22,7 +22,8 @@ from datakit.decode import (
 )
 from datakit.errors import CorruptRecordError
 from datakit.manifest import Manifest, record_key
-from datakit.records import MULTI_LABEL_VERSION, Record, decode_record
+from datakit.record_checks import check_record
+from datakit.records import Record, decode_record
 
 __all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "decoding",
            "planes_into"]
@@ -36,19 +37,10 @@ _T = TypeVar("_T")
 
 
 def parse_record(data: bytes, position: int, manifest: Manifest, targets: np.ndarray) -> tuple[str, Record]:
-    """The record's key and the record, checked against the store's label table."""
+    """The record's key and the record, checked against the store's label table and sizes."""
     key = record_key(position)
     record = decode_record(data, key)
-    if manifest.multi_label:  # the header holds the first class of the multi-hot row
-        row = targets[position]
-        if (record.header.version < MULTI_LABEL_VERSION or not 0 <= record.header.label < len(row)
-                or not row[record.header.label] or row[:record.header.label].any()):
-            raise CorruptRecordError(key, f"its label {record.header.label} (format version "
-                                          f"{record.header.version}) disagrees with the store's "
-                                          f"multi-label table ({row.tolist()})")
-    elif record.header.label != targets[position]:
-        raise CorruptRecordError(key, f"its label {record.header.label} disagrees with the store's "
-                                      f"label table ({targets[position]})")
+    check_record(record, key, position, manifest, targets)
     return key, record
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreError, option
-from datakit.manifest import Manifest, Stats
+from datakit.manifest import Manifest, Stats, check_stats
 
 __all__ = [
     "PendingRecord",
@@ -205,6 +205,7 @@ def parse_progress(data: object, where: str, what: str = "conversion progress") 
         raise StoreError.advising("{where} has no readable {what}; reconvert with {overwrite}",
                                   where=where, what=what, overwrite=option("overwrite"))
     stats = Stats.from_dict(data.get("stats"), where)
+    check_stats(stats, where)  # the totals a resume writes into the manifest
     if data.get("committed", stats.length) != stats.length or not stats_fit(stats, settings):
         raise StoreError.advising("{where}: the {what}'s statistics do not fit its settings; reconvert with "
                                   "{overwrite}", where=where, what=what, overwrite=option("overwrite"))

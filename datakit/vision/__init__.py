@@ -21,36 +21,51 @@ operation's pixels equal torchvision v2's on tensors (``docs/vision.md`` has
 the table and the measurements).
 """
 
-from datakit.vision.augment.augmix import AugMix
-from datakit.vision.augment.base import BatchOp, SampleOp
-from datakit.vision.augment.choice import RandomChoice
-from datakit.vision.augment.colour import (
-    ColorJitter,
-    GaussianBlur,
-    RandomAdjustSharpness,
-    RandomAutocontrast,
-    RandomEqualize,
-    RandomGrayscale,
-    RandomInvert,
-    RandomPosterize,
-    RandomSolarize,
-)
-from datakit.vision.augment.erasing import RandomErasing
-from datakit.vision.augment.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
-from datakit.vision.augment.mixing import CutMix, MixUp
-from datakit.vision.augment.policies import AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide
-from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
-from datakit.vision.recipe import Recipe, compile_recipe
-from datakit.vision.transforms import (
-    CenterCrop,
-    Compose,
-    InterpolationMode,
-    Normalize,
-    RandomHorizontalFlip,
-    RandomResizedCrop,
-    Resize,
-    Transform,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> module that defines it: imported on first use, so that the JPEG binding
+# (datakit.vision.jpeg), which every read path decodes with, does not import torch
+_EXPORTS: dict[str, str] = {
+    "AugMix": "datakit.vision.augment.augmix",
+    "BatchOp": "datakit.vision.augment.base",
+    "SampleOp": "datakit.vision.augment.base",
+    "RandomChoice": "datakit.vision.augment.choice",
+    "ColorJitter": "datakit.vision.augment.colour",
+    "GaussianBlur": "datakit.vision.augment.colour",
+    "RandomAdjustSharpness": "datakit.vision.augment.colour",
+    "RandomAutocontrast": "datakit.vision.augment.colour",
+    "RandomEqualize": "datakit.vision.augment.colour",
+    "RandomGrayscale": "datakit.vision.augment.colour",
+    "RandomInvert": "datakit.vision.augment.colour",
+    "RandomPosterize": "datakit.vision.augment.colour",
+    "RandomSolarize": "datakit.vision.augment.colour",
+    "RandomErasing": "datakit.vision.augment.erasing",
+    "RandomAffine": "datakit.vision.augment.geometric",
+    "RandomRotation": "datakit.vision.augment.geometric",
+    "RandomVerticalFlip": "datakit.vision.augment.geometric",
+    "CutMix": "datakit.vision.augment.mixing",
+    "MixUp": "datakit.vision.augment.mixing",
+    "AutoAugment": "datakit.vision.augment.policies",
+    "AutoAugmentPolicy": "datakit.vision.augment.policies",
+    "RandAugment": "datakit.vision.augment.policies",
+    "TrivialAugmentWide": "datakit.vision.augment.policies",
+    "FusedDecoder": "datakit.vision.fused",
+    "FusedPlan": "datakit.vision.fused",
+    "compile_transform": "datakit.vision.fused",
+    "Recipe": "datakit.vision.recipe",
+    "compile_recipe": "datakit.vision.recipe",
+    "CenterCrop": "datakit.vision.transforms",
+    "Compose": "datakit.vision.transforms",
+    "InterpolationMode": "datakit.vision.transforms",
+    "Normalize": "datakit.vision.transforms",
+    "RandomHorizontalFlip": "datakit.vision.transforms",
+    "RandomResizedCrop": "datakit.vision.transforms",
+    "Resize": "datakit.vision.transforms",
+    "Transform": "datakit.vision.transforms",
+}
 
 __all__ = [
     "AugMix",
@@ -90,3 +105,53 @@ __all__ = [
     "compile_recipe",
     "compile_transform",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from datakit.vision.augment.augmix import AugMix
+    from datakit.vision.augment.base import BatchOp, SampleOp
+    from datakit.vision.augment.choice import RandomChoice
+    from datakit.vision.augment.colour import (
+        ColorJitter,
+        GaussianBlur,
+        RandomAdjustSharpness,
+        RandomAutocontrast,
+        RandomEqualize,
+        RandomGrayscale,
+        RandomInvert,
+        RandomPosterize,
+        RandomSolarize,
+    )
+    from datakit.vision.augment.erasing import RandomErasing
+    from datakit.vision.augment.geometric import RandomAffine, RandomRotation, RandomVerticalFlip
+    from datakit.vision.augment.mixing import CutMix, MixUp
+    from datakit.vision.augment.policies import (
+        AutoAugment,
+        AutoAugmentPolicy,
+        RandAugment,
+        TrivialAugmentWide,
+    )
+    from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
+    from datakit.vision.recipe import Recipe, compile_recipe
+    from datakit.vision.transforms import (
+        CenterCrop,
+        Compose,
+        InterpolationMode,
+        Normalize,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+        Resize,
+        Transform,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'datakit.vision' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -28,6 +28,15 @@ Pillow (which decodes JPEGs with the same libjpeg-turbo settings):
   resize's scale factors). ``Resize`` is DCT-scaled likewise when the scaled
   image still covers its output. Against the reference, the mean difference
   measured 0.2-0.8 grey levels per image, at most 1.0 (``docs/vision.md``).
+
+A record gets the same answer here as from a full decode (``output="numpy"``),
+whatever crop is drawn: the checks a full decode makes before decoding (the
+pixel limit, the record header's size) are made on the JPEG's frame header,
+and a JPEG the region decoder refuses (corrupt, or a file of one scan whose
+scan is not followed by the end-of-image marker, so possibly cut below the
+crop) is decoded again, whole, by :func:`datakit.decode.record_to_array`,
+which refuses it or gives the pixels the crop is then cut from, with the
+same random draws.
 """
 
 from __future__ import annotations
@@ -37,11 +46,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from datakit.decode import record_to_array
+from datakit.decode import check_header_size, record_to_array
 from datakit.headers import sniff_header
+from datakit.pixel_limit import check_pixels
 from datakit.records import PayloadKind, Record
 from datakit.vision.geometry import Box
-from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, copy_planar, scaled_size
+from datakit.vision.jpeg import RegionDecoder, choose_scale, copy_planar, scaled_size
 from datakit.vision.randomness import SampleRandom
 from datakit.vision.resample import InterpolationMode, Resampling, exact_scale
 from datakit.vision.transforms import (
@@ -152,17 +162,13 @@ class FusedDecoder:
             ValueError: ``out`` is not this sample's shape (sizes vary without a crop).
             Exception: whatever decoding raises for a payload that is not a valid image.
         """
-        source = _Source(record, self._regions)
-        plan = self.plan
-        if plan.crop is not None:
-            pixels = self._random_crop(source, random)
-        elif plan.resize is not None:
-            pixels = self._resize_then_crop(source, plan.resize, plan.center)
-        elif plan.center is not None:
-            pixels = _crop_padded(source, plan.center.box(source.width, source.height))
-        else:
-            pixels = _as_chw(source.region(8, 0, 0, source.width, source.height))
-        mirror = bool(plan.flip) and random.random() < plan.flip
+        replay = random.copy()
+        try:
+            pixels = self._geometry(_Source(record, self._regions), random)
+        except _RegionRefused:  # decode it whole: the full decode's answer, and the same draws
+            random = replay
+            pixels = self._geometry(_Source(record, self._regions, whole=True), random)
+        mirror = bool(self.plan.flip) and random.random() < self.plan.flip
         # pixels may be a view of the decoder's scratch buffer: always copy them out
         if out is None:
             out = np.empty(tuple(pixels.shape), dtype=np.uint8)
@@ -171,6 +177,17 @@ class FusedDecoder:
         if not copy_planar(pixels.permute(1, 2, 0).numpy(), out, mirror):
             torch.from_numpy(out).copy_(pixels.flip(-1) if mirror else pixels)
         return torch.from_numpy(out)
+
+    def _geometry(self, source: _Source, random: SampleRandom) -> torch.Tensor:
+        """The crop, resize or centre crop of the plan, before the flip."""
+        plan = self.plan
+        if plan.crop is not None:
+            return self._random_crop(source, random)
+        if plan.resize is not None:
+            return self._resize_then_crop(source, plan.resize, plan.center)
+        if plan.center is not None:
+            return _crop_padded(source, plan.center.box(source.width, source.height))
+        return _as_chw(source.region(8, 0, 0, source.width, source.height))
 
     def crop_box(self, width: int, height: int, jpeg: bool, random: SampleRandom) -> tuple[Box, int]:
         """The random crop of a ``width`` x ``height`` image and the DCT scale it is decoded at.
@@ -290,23 +307,29 @@ def _span(first: int, end: int, scale: float, length: int, resampling: Resamplin
     return max(start, 0), min(stop, length)
 
 
+class _RegionRefused(Exception):
+    """The region decoder refused a JPEG: the record is decoded again, whole."""
+
+
 class _Source:
     """One record's pixels, decoded lazily at the scale and region asked for.
 
     JPEGs with one or three components are decoded by region
-    (:class:`RegionDecoder`); everything else is decoded whole, once.
+    (:class:`RegionDecoder`) unless ``whole``; everything else is decoded whole, once.
     """
 
-    def __init__(self, record: Record, regions: RegionDecoder) -> None:
+    def __init__(self, record: Record, regions: RegionDecoder, whole: bool = False) -> None:
         self.record = record
         self._regions = regions
         self._pixels: np.ndarray | None = None
         header = sniff_header(record.payload) if record.header.kind is PayloadKind.ENCODED else None
-        self.jpeg = (header is not None and header[0] == "JPEG" and header[3] in (1, 3)
+        self.jpeg = (not whole and header is not None and header[0] == "JPEG" and header[3] in (1, 3)
                      and regions.available)
         if self.jpeg:
             assert header is not None
             self.width, self.height = header[1], header[2]
+            check_pixels(self.width, self.height)  # as a full decode checks, before decoding
+            check_header_size(self.width, self.height, record.header)
         elif record.header.kind is PayloadKind.RAW:
             self.height, self.width = record.header.height, record.header.width
         else:
@@ -318,15 +341,18 @@ class _Source:
         return choose_scale(box_width, box_height, width, height) if self.jpeg else 8
 
     def region(self, num: int, left: int, top: int, width: int, height: int) -> np.ndarray:
-        """Pixels ``[top, top + height) x [left, left + width)`` at scale ``num``/8, as (H, W, 3)."""
+        """Pixels ``[top, top + height) x [left, left + width)`` at scale ``num``/8, as (H, W, 3).
+
+        Raises:
+            _RegionRefused: the region decoder refused the JPEG (decode the record whole).
+        """
         if self.jpeg:
             try:
                 return self._regions.decode(self.record.payload, num, left, top, width, height)
-            except UnsupportedColourSpace:
-                self.jpeg = False  # a CMYK or YCCK JPEG: Pillow converts it
-        assert num == 8 or not self.jpeg
-        pixels = self._whole()
-        return pixels[top:top + height, left:left + width]
+            except ValueError as exc:  # UnsupportedColourSpace too
+                raise _RegionRefused(str(exc)) from None
+        assert num == 8
+        return self._whole()[top:top + height, left:left + width]
 
     def window(self, num: int, top: int, left: int, bottom: int, right: int,
                height: int | None = None, width: int | None = None) -> np.ndarray:
@@ -339,9 +365,9 @@ class _Source:
         if self.jpeg:
             try:
                 return self._regions.window(self.record.payload, num, top, left, bottom, right, height, width)
-            except UnsupportedColourSpace:
-                self.jpeg = False
-        assert num == 8 or not self.jpeg
+            except ValueError as exc:  # UnsupportedColourSpace too
+                raise _RegionRefused(str(exc)) from None
+        assert num == 8
         return self._whole()[:height, :width]
 
     def _whole(self) -> np.ndarray:

@@ -5,6 +5,12 @@
 there; see ``pyproject.toml``). Without it, a JPEG is decoded whole at full
 scale through :mod:`datakit.decode` and cut: slower, same pixels at full scale.
 
+:func:`decode_image` decodes a whole JPEG with the same binding and the same
+rule (libjpeg's errors refuse a file, its warnings about corrupt data do not,
+data cut before the end-of-image marker does); :mod:`datakit.decode` uses it
+for the JPEGs simplejpeg refuses, so every read path accepts and refuses the
+same JPEGs. This module imports neither torch nor the rest of datakit.
+
 Only the power-of-two scales are used. libjpeg-turbo's 1/2, 1/4 and 1/8 IDCTs
 are SIMD code; the other n/8 scales are plain C and measured slower here than
 decoding at full scale (``benchmarks/bench_vision.py --decode-scales``).
@@ -19,7 +25,8 @@ try:
 except ImportError:  # pragma: no cover - built without libjpeg's headers
     _jpeg = None  # type: ignore[assignment]
 
-__all__ = ["SCALES", "UnsupportedColourSpace", "RegionDecoder", "choose_scale", "scaled_size", "copy_planar"]
+__all__ = ["SCALES", "UnsupportedColourSpace", "RegionDecoder", "choose_scale", "scaled_size", "copy_planar",
+           "decode_image", "region_decoding_available"]
 
 SCALES = (1, 2, 4, 8)
 """Numerators of the DCT scales used, over 8."""
@@ -27,6 +34,32 @@ SCALES = (1, 2, 4, 8)
 
 class UnsupportedColourSpace(ValueError):
     """A JPEG libjpeg-turbo cannot turn into RGB (CMYK, YCCK): decode it with Pillow instead."""
+
+
+def region_decoding_available() -> bool:
+    """Whether the binding is built in (else every JPEG is decoded whole by simplejpeg or Pillow)."""
+    return _jpeg is not None
+
+
+def decode_image(data: bytes | memoryview, width: int, height: int) -> np.ndarray:
+    """The whole JPEG ``data``, ``width`` x ``height`` by its frame header, as fresh ``(height, width, 3)``
+    uint8 RGB pixels, read on to its end-of-image marker.
+
+    Raises:
+        UnsupportedColourSpace: a CMYK or YCCK JPEG, or the binding is not built in.
+        ValueError: libjpeg-turbo refuses the file (corrupt beyond its warnings, or cut before the
+            end-of-image marker), or it is not ``width`` x ``height``.
+    """
+    if _jpeg is None:  # pragma: no cover - see the module docstring
+        raise UnsupportedColourSpace("datakit was built without its JPEG decoder")
+    out = np.empty((height, width, 3), dtype=np.uint8)
+    try:
+        decoded = _jpeg.decode_image(data, out)
+    except _jpeg.UnsupportedJpeg as exc:
+        raise UnsupportedColourSpace(str(exc)) from None
+    if decoded != (width, height):
+        raise ValueError(f"the JPEG decodes to {decoded[0]}x{decoded[1]}, not {width}x{height}")
+    return out
 
 
 def scaled_size(width: int, height: int, num: int) -> tuple[int, int]:
@@ -89,7 +122,9 @@ class RegionDecoder:
 
         Raises:
             UnsupportedColourSpace: a CMYK or YCCK JPEG.
-            ValueError: corrupt data, or a region outside the scaled image.
+            ValueError: corrupt data (by :func:`decode_image`'s rule; a file of one scan whose
+                scan is not followed by the end-of-image marker is refused without being
+                decoded), or a region outside the scaled image.
         """
         bottom, right = top + height, left + width
         return self.window(data, num, top, left, bottom, right, height, width, origin=(top, left))

@@ -51,6 +51,10 @@ class SampleRandom:
     def __init__(self, seed: int) -> None:
         self._state = seed & _MASK
 
+    def copy(self) -> SampleRandom:
+        """A generator that gives the draws this one gives from now on (to replay them)."""
+        return SampleRandom(self._state)
+
     def next_u64(self) -> int:
         """The next 64 random bits."""
         self._state = (self._state + _GOLDEN) & _MASK

@@ -8,7 +8,14 @@ import os
 import numpy as np
 import pytest
 
-from datakit.vision.jpeg import RegionDecoder, UnsupportedColourSpace, choose_scale, copy_planar, scaled_size
+from datakit.vision.jpeg import (
+    RegionDecoder,
+    UnsupportedColourSpace,
+    choose_scale,
+    copy_planar,
+    decode_image,
+    scaled_size,
+)
 from tests.vision.photos import jpeg_bytes, photo_pixels
 
 pytestmark = pytest.mark.skipif(not RegionDecoder().available and not os.environ.get("DATAKIT_REQUIRE_JPEG"),
@@ -49,6 +56,25 @@ def test_a_region_equals_that_part_of_the_full_decode(size, subsampling, progres
             np.testing.assert_array_equal(region, whole[top:top + rows, left:left + columns])
 
 
+@pytest.mark.parametrize("subsampling", [0, 1, 2])
+@pytest.mark.parametrize("progressive", [False, True])
+def test_regions_one_to_four_columns_wide_at_either_edge_are_exact(subsampling, progressive):
+    """With one column of margin, a region one column wide at the left edge of a 4:2:0 image
+    differed from the full decode (libjpeg-turbo 2.1.5; found by tests/test_hostile_fuzz.py)."""
+    for width, height in ((52, 36), (17, 9), (333, 251)):
+        data = jpeg_bytes(photo_pixels(width, height, seed=width), subsampling=subsampling,
+                          progressive=progressive)
+        decoder = RegionDecoder()
+        for num in (8, 4, 2, 1):
+            whole = full_decode(decoder, data, width, height, num)
+            scaled_height, scaled_width = whole.shape[:2]
+            for left in {0, 1, 2, scaled_width - 3, scaled_width - 2, scaled_width - 1} - {-1, -2, -3}:
+                for columns in range(1, min(4, scaled_width - left) + 1):
+                    region = decoder.decode(data, num, left, 0, columns, scaled_height)
+                    where = f"{width}x{height} at {num}/8, x={left} w={columns}"
+                    np.testing.assert_array_equal(region, whole[:, left:left + columns], err_msg=where)
+
+
 def test_the_full_decode_is_pillows():
     from tests.vision.photos import pillow_chw
 
@@ -61,8 +87,14 @@ def test_the_full_decode_is_pillows():
 def test_corrupt_and_unsupported_files_raise():
     decoder = RegionDecoder()
     data = jpeg_bytes(photo_pixels(64, 64, seed=1))
-    with pytest.raises(ValueError, match="Premature end"):
-        decoder.decode(data[: len(data) // 2], 8, 0, 0, 64, 64)  # libjpeg only warns; we refuse
+    for cut in (data[: len(data) // 2], data[:-2]):  # libjpeg only warns; we refuse, whatever the region
+        with pytest.raises(ValueError, match="not followed by the end-of-image marker"):
+            decoder.decode(cut, 8, 0, 0, 64, 8)
+        with pytest.raises(ValueError, match="Premature end"):
+            decode_image(cut, 64, 64)
+    progressive = jpeg_bytes(photo_pixels(64, 64, seed=1), progressive=True)
+    with pytest.raises(ValueError, match="Premature end"):  # several scans: read to the end at the start
+        decoder.decode(progressive[: len(progressive) * 3 // 4], 8, 0, 0, 64, 8)
     with pytest.raises(ValueError, match="Not a JPEG"):
         decoder.decode(b"GIF89a not a jpeg", 8, 0, 0, 4, 4)
     with pytest.raises(ValueError, match="outside the 64x64 image"):
@@ -72,6 +104,38 @@ def test_corrupt_and_unsupported_files_raise():
     cmyk = jpeg_bytes(photo_pixels(16, 16, seed=2), mode="CMYK")
     with pytest.raises(UnsupportedColourSpace):
         decoder.decode(cmyk, 8, 0, 0, 16, 16)
+
+
+@pytest.mark.parametrize("num", [-1, 0, 17, 2**31 - 1])
+def test_a_scale_libjpeg_turbo_does_not_have_is_refused(num):
+    """The binding cast the scale to unsigned: -1 was decoded as 16/8 (found by the fuzz suite)."""
+    data = jpeg_bytes(photo_pixels(16, 16, seed=1))
+    with pytest.raises(ValueError, match=f"scale {num}/8 is not one of libjpeg-turbo's"):
+        RegionDecoder().decode(data, num, 0, 0, 1, 1)
+
+
+def test_what_follows_the_scan_is_read_by_the_whole_decode_and_refused_by_a_region():
+    """A marker segment between the scan and the end-of-image marker: libjpeg reads it only when
+    it reads on to the end, so a region refuses the file (the caller then decodes it whole)."""
+    data = jpeg_bytes(photo_pixels(64, 64, seed=1))
+    comment = data[:-2] + b"\xff\xfe\x00\x04hi\xff\xd9"  # a comment: harmless
+    bad_table = data[:-2] + b"\xff\xdb\x00\x05\x07\x00\x00\xff\xd9"  # a DQT with a bad index: fatal
+    decoder = RegionDecoder()
+    for changed in (comment, bad_table):
+        with pytest.raises(ValueError, match="not followed by the end-of-image marker"):
+            decoder.decode(changed, 8, 0, 0, 64, 8)
+    np.testing.assert_array_equal(decode_image(comment, 64, 64), decode_image(data, 64, 64))
+    with pytest.raises(ValueError, match="Bogus DQT index"):
+        decode_image(bad_table, 64, 64)
+
+
+def test_corrupt_scan_data_is_decoded_as_the_whole_decode_decodes_it():
+    """Warnings about corrupt entropy-coded data are tolerated, by regions and whole decodes alike."""
+    data = bytearray(jpeg_bytes(photo_pixels(64, 64, seed=1)))
+    data[len(data) // 2] ^= 0x55
+    whole = decode_image(bytes(data), 64, 64)
+    region = RegionDecoder().decode(bytes(data), 8, 5, 40, 50, 20)
+    np.testing.assert_array_equal(region, whole[40:60, 5:55])
 
 
 def test_the_scratch_buffer_is_reused_and_grows():
