@@ -32,6 +32,7 @@ class BatchSampler(Sampler[list[int]]):
         ValueError: ``batch_size`` is not a positive int or ``drop_last`` is not a bool.
 
     Example:
+        >>> from datakit.samplers import SequentialSampler
         >>> list(BatchSampler(SequentialSampler(range(5)), batch_size=2, drop_last=False))
         [[0, 1], [2, 3], [4]]
     """
