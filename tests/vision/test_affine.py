@@ -20,14 +20,6 @@ from datakit.vision.kernels import affine as kernels
 from tests.torchvision_ref import torchvision_or_skip
 
 
-@pytest.fixture(scope="module")
-def TF():  # torchvision's own alias
-    torchvision_or_skip()
-    import torchvision.transforms.v2.functional as functional
-
-    return functional
-
-
 def varied_batch(count: int, channels: int, height: int, width: int, seed: int = 0) -> torch.Tensor:
     """Noise, smooth gradients and a grey-in-colour image, cycling over the batch."""
     generator = torch.Generator().manual_seed(seed)

@@ -12,15 +12,6 @@ import pytest
 import torch
 
 from datakit.vision.kernels import colour as kernels
-from tests.torchvision_ref import torchvision_or_skip
-
-
-@pytest.fixture(scope="module")
-def TF():  # torchvision's own alias
-    torchvision_or_skip()
-    import torchvision.transforms.v2.functional as functional
-
-    return functional
 
 
 def varied_batch(count: int, channels: int, height: int, width: int, seed: int = 0) -> torch.Tensor:
