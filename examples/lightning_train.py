@@ -72,8 +72,13 @@ class Classifier(lightning.LightningModule):
         options: dict[str, Any] = dict(batch_size=4, shuffle=True, num_workers=self.workers,
                                        persistent_workers=self.workers > 0,
                                        generator=torch.Generator().manual_seed(0))
+        dataset = WithIndex(self.store)
+        if self.loader_kind == "datakit-sharded":  # datakit's own shards: built here, when ranks are known
+            sampler = datakit.samplers.DistributedSampler(dataset, shuffle=True, seed=0)
+            del options["shuffle"], options["generator"]
+            return datakit.DataLoader(dataset, sampler=sampler, **options)
         loader_class = datakit.DataLoader if self.loader_kind == "datakit" else torch.utils.data.DataLoader
-        return loader_class(WithIndex(self.store), **options)
+        return loader_class(dataset, **options)
 
     def training_step(self, batch: Any, batch_index: int) -> torch.Tensor:
         images, labels, indices = batch
@@ -99,7 +104,8 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=1)
     parser.add_argument("--strategy", default="auto")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--loader", choices=("datakit", "torch"), default="datakit")
+    parser.add_argument("--loader", choices=("datakit", "torch", "datakit-sharded"), default="datakit",
+                        help="datakit-sharded: datakit's DistributedSampler, which Lightning leaves alone")
     parser.add_argument("--stop-after", type=int, help="checkpoint after this many steps and stop")
     parser.add_argument("--resume", type=Path, help="a checkpoint saved by --stop-after")
     parser.add_argument("--record", type=Path, help="write each rank's trained indices to RECORD.rankN.json")

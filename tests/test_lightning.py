@@ -104,3 +104,13 @@ def test_under_ddp_each_rank_reads_its_own_shard_as_with_torchs_loader(tmp_path)
     assert not set(shards[0]) & set(shards[1])  # disjoint
     assert sorted(shards[0] + shards[1]) == list(range(48))  # and covering
     assert ours == theirs
+
+
+def test_a_loader_sharded_by_datakits_sampler_is_not_sharded_again_under_ddp(tmp_path):
+    """datakit's DistributedSampler is a torch DistributedSampler, so Lightning leaves the loader as it is
+    (before, Lightning sharded the shard again and each rank trained on half its share)."""
+    ranks = run_example(tmp_path, "--devices", "2", "--strategy", "ddp", "--workers", "1",
+                        "--loader", "datakit-sharded")
+    assert sorted(ranks) == [0, 1] and all(len(ranks[rank]) == 6 for rank in (0, 1))  # 48 / 2 ranks / 4
+    shards = [sorted(index for batch in ranks[rank] for index in batch) for rank in (0, 1)]
+    assert not set(shards[0]) & set(shards[1]) and sorted(shards[0] + shards[1]) == list(range(48))

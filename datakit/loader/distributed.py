@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from torch.utils.data import DistributedSampler as TorchDistributedSampler
 from torch.utils.data import Sampler
 
 from datakit.loader.permutation import Permutation, mix_key
@@ -198,7 +199,11 @@ class ShardedSampler(Sampler[int]):
         self._yielded = 0
 
 
-class DistributedSampler(ShardedSampler):
+# Both distributed samplers are instances of torch's DistributedSampler (whose __init__ is not run):
+# tools that shard a loader themselves (PyTorch Lightning under DDP) leave a loader whose sampler is
+# one alone instead of sharding its shard again. num_samples and total_size are read-only properties
+# of the next pass (mypy's override error), shuffle may be "lazy".
+class DistributedSampler(ShardedSampler, TorchDistributedSampler[int]):  # type: ignore[override]
     """Gives each of ``num_replicas`` ranks its own equal share of the dataset's indices.
 
     From a fresh epoch it yields what :class:`torch.utils.data.DistributedSampler`
@@ -206,7 +211,9 @@ class DistributedSampler(ShardedSampler):
     ``shuffle``) padded by wrapping around, or truncated with ``drop_last``, to
     a multiple of ``num_replicas``; rank ``rank`` takes every
     ``num_replicas``-th from ``rank``. :class:`~datakit.DataLoader` calls
-    :meth:`set_epoch` itself. Its state resumes at any world size.
+    :meth:`set_epoch` itself. Its state resumes at any world size. It is an
+    instance of torch's ``DistributedSampler``, so PyTorch Lightning does not
+    shard a loader that uses it a second time.
 
     Args:
         dataset: Anything with a length, usually the dataset.
@@ -229,6 +236,9 @@ class DistributedSampler(ShardedSampler):
         >>> [list(DistributedSampler(range(5), 2, rank, shuffle=False)) for rank in (0, 1)]
         [[0, 2, 4], [1, 3, 0]]
     """
+
+    dataset: Sized  # type: ignore[assignment]
+    shuffle: bool | Literal["lazy"]  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -262,7 +272,7 @@ class DistributedSampler(ShardedSampler):
         return list(range(len(self.dataset)))
 
 
-class DistributedWeightedSampler(ShardedSampler):
+class DistributedWeightedSampler(ShardedSampler, TorchDistributedSampler[int]):  # type: ignore[override]
     """Weighted random sampling sharded across ranks (what torch lacks: pytorch/pytorch#77154).
 
     Each epoch draws ``num_samples`` indices with the given weights from a
