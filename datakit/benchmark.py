@@ -76,6 +76,8 @@ class LoaderRun:
         first_batch_seconds: from creating the iterator to holding the first batch.
         main_peak_mb: peak resident memory of the run's main process.
         worker_peak_mb: peak resident memory of its largest worker process.
+        worker_start_method: how the loader started its workers (the caller's
+            default: ``fork`` on Linux).
     """
 
     loader: str
@@ -85,6 +87,7 @@ class LoaderRun:
     first_batch_seconds: float
     main_peak_mb: float
     worker_peak_mb: float
+    worker_start_method: str
 
 
 def run_benchmark(settings: BenchSettings, repeats: int = 3,
@@ -156,8 +159,9 @@ def _run_in_child(loader: str, spec: StoreSpec, settings: BenchSettings,
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     stop = context.Event()
-    process = context.Process(target=_child, args=(loader, spec, settings, sender, stop, told is not None),
-                              daemon=False)
+    start_method = multiprocessing.get_start_method(allow_none=True)
+    process = context.Process(target=_child, args=(loader, spec, settings, sender, stop, told is not None,
+                                                   start_method), daemon=False)
     with _interrupts_ignored():  # inherited by the run and its loader's workers
         process.start()
     sender.close()
@@ -215,7 +219,10 @@ def _interrupts_ignored() -> Iterator[None]:
 
 
 def _child(loader: str, spec: StoreSpec, settings: BenchSettings, sender: Any, stop: Any,
-           tell_counts: bool) -> None:
+           tell_counts: bool, start_method: str | None) -> None:
+    """One run. A spawned process's default start method is ``spawn``; the caller's is restored,
+    so that both loaders start their workers as they would in the caller's training script."""
+    multiprocessing.set_start_method(start_method, force=True)
     try:
         outcome: LoaderRun | str | None = _measure(loader, spec, settings, stop,
                                                    _Teller(sender if tell_counts else None))
@@ -347,6 +354,7 @@ def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings, stop: A
         first_batch_seconds=counts.first_batch,
         main_peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib,
         worker_peak_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib,
+        worker_start_method=multiprocessing.get_start_method(),
     )
 
 

@@ -165,6 +165,21 @@ def test_bench_compares_both_loaders(lmdb_store):
 
 
 @pytest.mark.integration
+def test_bench_runs_start_their_workers_as_the_callers_default_does(lmdb_store):
+    """Each run is a fresh spawned process, whose default start method Python sets to ``spawn``;
+    the loaders in it must start their workers as the caller's would (``fork`` on Linux), or the
+    benchmark measures what users do not run (and torch's spawned workers abort noisily at exit)."""
+    import multiprocessing
+
+    result = run("bench", lmdb_store, "--repeats", "1", "--epochs", "1", "--workers", "1",
+                 "--batch-size", "8", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    for loader in summary["loaders"].values():
+        assert loader["runs"][0]["worker_start_method"] == multiprocessing.get_start_method()
+
+
+@pytest.mark.integration
 def test_bench_on_photos_of_mixed_sizes_runs_the_train_pipeline_without_options(tmp_path):
     """A store of photos of several sizes cannot be batched as it is; bench says so and compares the
     train pipeline (torchvision's when it imports, else datakit.vision's operations unfused)."""
