@@ -30,6 +30,7 @@ from PIL import Image
 
 from datakit.vision.geometry import Box, center_crop_box, random_resized_crop_box, resized_size
 from datakit.vision.randomness import SampleRandom, from_torch_generator
+from datakit.vision.recycled import RecycledOutputs
 from datakit.vision.resample import InterpolationMode, Resampling
 
 __all__ = ["Transform", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
@@ -285,6 +286,7 @@ class Normalize(Transform):
             raise ValueError(f"mean and std need one value per channel, got {mean!r} and {std!r}")
         if any(value == 0 or not math.isfinite(value) for value in self.std):
             raise ValueError(f"std must be finite and non-zero, not {std!r}")
+        self._outputs = RecycledOutputs()
 
     def __call__(self, image: Any) -> torch.Tensor:
         pixels = image if isinstance(image, torch.Tensor) else to_uint8_chw(image)
@@ -300,8 +302,9 @@ class Normalize(Transform):
         if pixels.ndim < 4 or pixels.device.type != "cpu":
             return torch.addcmul(shift, pixels.to(torch.float32), scale)
         # A CPU batch a few samples at a time: the float temporaries stay in cache (about twice as
-        # fast as whole-batch passes on 128 x 3 x 176 x 176), and the same bits.
-        out = torch.empty(pixels.shape, dtype=torch.float32)
+        # fast as whole-batch passes on 128 x 3 x 176 x 176), and the same bits; into the memory of
+        # a batch the caller has dropped, whose pages are mapped already (datakit.vision.recycled).
+        out = self._outputs.empty(tuple(pixels.shape), torch.float32)
         step = max(1, _CHUNK_VALUES // max(1, pixels[0].numel()))
         for start in range(0, int(pixels.shape[0]), step):
             torch.addcmul(shift, pixels[start:start + step].to(torch.float32), scale,
