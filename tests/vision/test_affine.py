@@ -83,6 +83,27 @@ def test_affine_equals_torchvision_per_sample(TF, interpolation, fill, shape):
 
 @pytest.mark.parametrize(("interpolation", "fill"), list(itertools.product(["nearest", "bilinear"], FILLS)))
 @pytest.mark.parametrize("shape", SHAPES)
+def test_whole_pixel_moves_are_copies_equal_to_torchvisions_warp(TF, interpolation, fill, shape):
+    """TranslateX/Y (and RandomAffine's translations) move by whole pixels: a shifted copy, equal to
+    torchvision's warp, for moves inside, across and beyond the image, either sign, and any centre."""
+    count, channels, height, width = shape
+    images = varied_batch(*shape, seed=channels + width)
+    moves = [(dx, dy) for dx in (0, 1, -3, width - 1, -width, width + 7)
+             for dy in (0, 2, -height, 5 - height)]
+    moves = [moves[index * len(moves) // count] for index in range(count)]  # spread over all of them
+    shifts = torch.tensor(moves, dtype=torch.float64)
+    fill = fill_for(fill, channels)
+    for center in (None, (3.0, 4.5)):
+        out = kernels.affine(images, torch.zeros(count), shifts, torch.ones(count), torch.zeros(count, 2),
+                             interpolation=interpolation, fill=fill, center=center)
+        reference = [TF.affine(images[n], 0.0, list(moves[n]), 1.0, [0.0, 0.0],
+                               interpolation=TF.InterpolationMode(interpolation), fill=fill,
+                               center=None if center is None else list(center)) for n in range(count)]
+        assert worst_difference(out, reference) == 0, f"center {center}"
+
+
+@pytest.mark.parametrize(("interpolation", "fill"), list(itertools.product(["nearest", "bilinear"], FILLS)))
+@pytest.mark.parametrize("shape", SHAPES)
 def test_rotate_equals_torchvision_per_sample_with_its_quarter_turn_shortcuts(TF, interpolation, fill, shape):
     count, channels, height, width = shape
     images = varied_batch(*shape, seed=width)

@@ -229,10 +229,46 @@ def affine(images: torch.Tensor, angles: torch.Tensor, translations: torch.Tenso
         if len(center) != 2:
             raise ValueError(f"center must be (cx, cy), not {center!r}")
         relative = (float(center[0]) - width * 0.5, float(center[1]) - height * 0.5)
+    if _whole_pixel_moves(angle_rows, moves, scale_rows, shear_rows):
+        interpolation_mode(interpolation)  # validated all the same
+        return _shift(images, [(int(tx), int(ty)) for tx, ty in moves], fill)
     matrices = [inverse_affine_matrix(relative, angle, (move[0], move[1]), scale, (shear[0], shear[1]))
                 for (angle,), move, (scale,), shear in zip(angle_rows, moves, scale_rows, shear_rows,
                                                                strict=True)]
     return _warp(images, matrices, interpolation, fill)
+
+
+def _whole_pixel_moves(angles: list[list[float]], moves: list[list[float]], scales: list[list[float]],
+                       shears: list[list[float]]) -> bool:
+    """Whether every sample is only moved by whole pixels (as TranslateX/Y and RandomAffine's
+    translations are): no rotation, scale or shear, integer translations."""
+    return all(angle == 0.0 for (angle,) in angles) and all(scale == 1.0 for (scale,) in scales) \
+        and all(sx == 0.0 and sy == 0.0 for sx, sy in shears) \
+        and all(float(tx).is_integer() and float(ty).is_integer() for tx, ty in moves)
+
+
+def _shift(images: torch.Tensor, moves: list[tuple[int, int]], fill: Fill) -> torch.Tensor:
+    """Each sample moved by whole pixels ``(tx, ty)``, the uncovered part filled: a copy.
+
+    torchvision warps such a move like any other; its grid then lands on pixel
+    centres up to float32 error (well under a grey level after rounding, in
+    either mode), so the warp is a shifted copy, which costs a few percent of it
+    (measured on 224 px: about 15 against 450 us per sample bilinear).
+    """
+    count, channels, height, width = images.shape
+    fill_pixels = _fill_pixels(fill, channels, images.device)  # validates ``fill`` too
+    out = torch.empty_like(images)
+    for row, (tx, ty) in enumerate(moves):
+        target = out[row]
+        if fill_pixels is None:
+            target.zero_()
+        else:
+            target.copy_(fill_pixels.view(channels, 1, 1).expand_as(target))
+        left, right = max(tx, 0), min(width, width + tx)
+        top, bottom = max(ty, 0), min(height, height + ty)
+        if left < right and top < bottom:
+            target[:, top:bottom, left:right] = images[row, :, top - ty:bottom - ty, left - tx:right - tx]
+    return out
 
 
 def rotate(images: torch.Tensor, angles: torch.Tensor, interpolation: str = "nearest",
