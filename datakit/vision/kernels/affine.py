@@ -110,8 +110,9 @@ def _fill_pixels(fill: Fill, channels: int, device: torch.device) -> torch.Tenso
     return colour.expand(channels).to(device)
 
 
-def _grid_axes(thetas: torch.Tensor, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The sampling grid of every sample, x and y apart, each ``(N, H, W)`` float32 in [-1, 1] units.
+def _grid_terms(thetas: torch.Tensor, height: int,
+                width: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Per grid axis (x, then y): its x term ``(N, 1, W)``, y term ``(N, H, 1)`` and offset ``(N, 1, 1)``.
 
     torchvision scales the matrix by the half-size and multiplies homogeneous
     pixel-centre coordinates by it; the same float32 products and sums in the
@@ -122,12 +123,29 @@ def _grid_axes(thetas: torch.Tensor, height: int, width: int) -> tuple[torch.Ten
     ys = torch.linspace((1.0 - height) * 0.5, (height - 1.0) * 0.5, steps=height, device=device)
     halves = torch.tensor([0.5 * width, 0.5 * height], dtype=torch.float32, device=device)
     scaled = thetas.transpose(1, 2) / halves  # (N, 3, 2): rows x, y, offset; columns grid x, grid y
-    axes = []
+    terms = []
     for axis in range(2):
         coefficients = scaled[:, :, axis].reshape(-1, 3, 1, 1)
-        grid = xs.view(1, 1, width) * coefficients[:, 0] + ys.view(1, height, 1) * coefficients[:, 1]
-        axes.append(grid.add_(coefficients[:, 2]))
-    return axes[0], axes[1]
+        terms.append((xs.view(1, 1, width) * coefficients[:, 0], ys.view(1, height, 1) * coefficients[:, 1],
+                      coefficients[:, 2]))
+    return terms
+
+
+def _grid_axes(thetas: torch.Tensor, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sampling grid of every sample, x and y apart, each ``(N, H, W)`` float32 in [-1, 1] units
+    (contiguous: the nearest warp's elementwise passes over them are twice as fast as over strided)."""
+    x_axis, y_axis = (torch.add(x_term, y_term).add_(offset)
+                      for x_term, y_term, offset in _grid_terms(thetas, height, width))
+    return x_axis, y_axis
+
+
+def _sampling_grid(thetas: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """The sampling grid as ``grid_sample`` takes it, ``(N, H, W, 2)``: each axis written straight
+    into its interleaved place (stacking the two afterwards cost a fifth of a bilinear warp)."""
+    grid = torch.empty((thetas.shape[0], height, width, 2), dtype=torch.float32, device=thetas.device)
+    for axis, (x_term, y_term, offset) in enumerate(_grid_terms(thetas, height, width)):
+        torch.add(x_term, y_term, out=grid[..., axis]).add_(offset)
+    return grid
 
 
 def _nearest(images: torch.Tensor, thetas: torch.Tensor, fill: torch.Tensor | None) -> torch.Tensor:
@@ -151,8 +169,7 @@ def _nearest(images: torch.Tensor, thetas: torch.Tensor, fill: torch.Tensor | No
 def _bilinear(images: torch.Tensor, thetas: torch.Tensor, fill: Fill) -> torch.Tensor:
     """Bilinear warp: one ``grid_sample`` over the batch, with torchvision's mask channel for a fill."""
     count, channels, height, width = images.shape
-    grid_x, grid_y = _grid_axes(thetas, height, width)
-    grid = torch.stack((grid_x, grid_y), dim=-1)
+    grid = _sampling_grid(thetas, height, width)
     planes = channels + (fill is not None)
     floats = torch.empty((count, planes, height, width), dtype=torch.float32, device=images.device)
     floats[:, :channels].copy_(images)
