@@ -102,6 +102,23 @@ def test_a_plain_callable_drawing_from_torch_is_keyed_on_the_sample_not_the_batc
     assert len({int(sample[0, 0, 0]) for sample in first}) > 1
 
 
+def test_keyed_calls_leave_the_callers_generator_as_it_was_even_when_the_callable_raises():
+    def noisy(image: torch.Tensor) -> torch.Tensor:
+        return image + torch.randint(0, 50, (1,), dtype=torch.uint8)
+
+    def failing(image: torch.Tensor) -> torch.Tensor:
+        torch.rand(3)
+        raise RuntimeError("the user's bug")
+
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    run_sample_steps([Step(1, noisy)], torch.zeros(3, 3, 2, 2, dtype=torch.uint8), [0, 1, 2], seed=5)
+    with pytest.raises(RuntimeError, match="the user's bug"):
+        run_sample_steps([Step(1, failing)], torch.zeros(1, 3, 2, 2, dtype=torch.uint8), [0], seed=5)
+    assert torch.equal(torch.rand(4), expected)
+
+
 def test_samples_of_several_sizes_run_one_by_one_and_a_shape_change_ends_the_batch():
     crop = Step(0, T.CenterCrop(2))
     solarize = Step(1, RandomSolarize(0, p=1.0))  # threshold 0: every pixel inverted
