@@ -62,7 +62,9 @@ class BatchStages:
             free ring slot gives up then.
         steps: The dataset's batch steps for batches that came through a slot,
             or None. Without a device the workers ran ``augment`` and
-            ``finish`` runs here; with one, both run on the device.
+            ``finish`` runs here; with one, both run on the device, unless
+            they call the user's code (``steps.on_host``): then as without a
+            device, and the finished batch is copied to the device.
     """
 
     def __init__(
@@ -76,7 +78,8 @@ class BatchStages:
     ) -> None:
         self._slots = slots
         self._steps = steps
-        on_device = device_backend is not None
+        # Steps that call the user's code stay off the device: augment in the workers, finish here.
+        on_device = device_backend is not None and not (steps is not None and steps.on_host)
         self._host_step = steps.finish if steps is not None and not on_device else None
         self._device_steps = steps is not None and on_device and (steps.augment or steps.finish) is not None
         self._pin_backend = pin_backend

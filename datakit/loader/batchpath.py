@@ -20,8 +20,8 @@ from typing import Any, Protocol, TypeGuard, runtime_checkable
 import numpy as np
 import torch
 
-__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "BatchInfo", "BatchSteps", "supports_batch_slots",
-           "batch_steps"]
+__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "BatchInfo", "BatchSteps", "ShapeChanged",
+           "supports_batch_slots", "batch_steps"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,15 @@ Augment = Callable[[torch.Tensor, BatchInfo], torch.Tensor]
 Finish = Callable[[torch.Tensor, torch.Tensor, BatchInfo], "tuple[torch.Tensor, torch.Tensor]"]
 
 
+class ShapeChanged(ValueError):
+    """A batch's ``augment`` step made samples of another shape or dtype than its slot holds.
+
+    The worker then reads that batch the ordinary way (per-sample steps and
+    ``default_collate``), which gives the batch, or default_collate's error
+    for samples of several sizes.
+    """
+
+
 @dataclass(frozen=True)
 class BatchSteps:
     """What a dataset does to whole batches, split by where the loader may run each part.
@@ -63,11 +72,17 @@ class BatchSteps:
             labels]``, with the default collate function), in the process
             that collated it: the per-batch part of ``finish`` (MixUp,
             CutMix) for batches that did not come through a slot.
+        on_host: the steps call code of the user's, which expects the CPU
+            tensors of the process that reads the samples and may change their
+            shape (``augment`` then raises :class:`ShapeChanged`): with a
+            device, ``augment`` still runs in the worker and ``finish`` on the
+            host, and the batch is copied to the device finished.
     """
 
     augment: Augment | None = None
     finish: Finish | None = None
     mix: Callable[[Any, BatchInfo], Any] | None = None
+    on_host: bool = False
 
 
 @runtime_checkable

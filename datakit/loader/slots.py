@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from datakit.loader.batchpath import BatchInfo, batch_steps, supports_batch_slots
+from datakit.loader.batchpath import BatchInfo, ShapeChanged, batch_steps, supports_batch_slots
 from datakit.loader.collate import is_default_collate
 from datakit.loader.epoch_seed import epoch_seed
 from datakit.loader.fetch import MapFetcher
@@ -222,11 +222,14 @@ class SlotFetcher(MapFetcher):
         super().__init__(dataset, collate_fn, auto_collation, drop_last, mix_batches=True)
         self.buffers = buffers
         steps = batch_steps(dataset)
-        self._augment = steps.augment if steps is not None and augment_here else None
+        self._augment = steps.augment if steps is not None and (augment_here or steps.on_host) else None
+        self._shapes_kept = True  # until a callable of the user's changes a batch's shape
 
     def fetch(self, indices: Any) -> Any:
         if not isinstance(indices, SlotTask):
             return super().fetch(indices)
+        if not self._shapes_kept:  # this dataset's batches do not fit the slots: no use decoding twice
+            return super().fetch(indices.indices)
         count = len(indices.indices)
         images = self.buffers.images[indices.slot, :count]
         labels = self.buffers.labels[indices.slot, :count].numpy()
@@ -240,7 +243,13 @@ class SlotFetcher(MapFetcher):
             return super().fetch(indices.indices)
         info = BatchInfo(tuple(int(index) for index in indices.indices), epoch_seed())
         if self._augment is not None:
-            augmented = self._augment(images, info)
+            try:
+                augmented = self._augment(images, info)
+            except ShapeChanged:
+                # A callable of the user's changed the shape: the slot cannot hold this batch, and
+                # most likely no other either. Read it (and the rest) the ordinary way.
+                self._shapes_kept = False
+                return super().fetch(indices.indices)
             if augmented.data_ptr() != images.data_ptr():
                 images.copy_(augmented)
         return BatchInSlot(indices.slot, count, info)

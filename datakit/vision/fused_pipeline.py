@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from datakit.loader.batchpath import BatchInfo, BatchSteps
+from datakit.loader.batchpath import BatchInfo, BatchSteps, ShapeChanged
 from datakit.loader.collate import default_collate
 from datakit.loader.epoch_seed import epoch_seed
 from datakit.records import Record
@@ -109,12 +109,19 @@ class FusedPipeline:
             augment=self.augment_batch if recipe.pixel_steps else None,
             finish=self.finish_batch if recipe.finishes else None,
             mix=self.mix_batch if recipe.batch_steps else None,
+            on_host=recipe.calls_user_code,
         ) if recipe.pixel_steps or recipe.finishes else None
 
     def augment_batch(self, images: torch.Tensor, info: BatchInfo) -> torch.Tensor:
-        """The per-sample steps before ``Normalize``, on a uint8 ``(N, 3, H, W)`` batch."""
+        """The per-sample steps before ``Normalize``, on a uint8 ``(N, 3, H, W)`` batch.
+
+        Raises:
+            ShapeChanged: a callable of the user's made samples of another
+                shape or dtype; the loader then reads the batch the ordinary way.
+        """
         out = run_sample_steps(self.recipe.pixel_steps, images, info.indices, info.epoch_seed)
-        assert isinstance(out, torch.Tensor), "a batch with a known shape stays a batch"
+        if not isinstance(out, torch.Tensor) or out.shape != images.shape or out.dtype != images.dtype:
+            raise ShapeChanged("a per-sample step changed the samples' shape or dtype")
         return out
 
     def finish_batch(self, images: torch.Tensor, labels: torch.Tensor,
@@ -125,8 +132,8 @@ class FusedPipeline:
             images = recipe.normalize(images)
         if recipe.float_steps:
             out = run_sample_steps(recipe.float_steps, images, info.indices, info.epoch_seed)
-            assert isinstance(out, torch.Tensor), "a batch with a known shape stays a batch"
-            images = out
+            # samples a callable left in several shapes: torch.stack's error, as default_collate's
+            images = out if isinstance(out, torch.Tensor) else torch.stack(out)
         return run_batch_steps(recipe.batch_steps, images, labels, info.indices, info.epoch_seed)
 
     def mix_batch(self, batch: Any, info: BatchInfo) -> Any:

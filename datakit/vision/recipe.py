@@ -80,13 +80,25 @@ class Recipe:
     batch_steps: tuple[Step, ...] = ()
 
     def output_shape(self) -> tuple[int, int, int] | None:
-        """``(3, H, W)`` when every sample leaves the per-sample steps that size, else None.
+        """``(3, H, W)``: the shape the fused prefix makes, which the batched operations keep.
 
-        Batched operations keep the shape; any other callable might not, so
-        its presence makes the shape unknown (batches then go through collate).
+        Other callables are expected to keep it too (most do: colour, noise,
+        blur), so batches still travel through the loader's slots; a batch in
+        which one does not is read again the ordinary way (see
+        :attr:`calls_user_code`). None when the fused prefix makes no one size.
         """
-        steps = (*self.pixel_steps, *self.float_steps)
-        return self.fused.output_shape() if all(step.batched for step in steps) else None
+        return self.fused.output_shape()
+
+    @property
+    def calls_user_code(self) -> bool:
+        """Whether a per-sample step is a callable other than datakit's batched operations.
+
+        Such a step may change a sample's shape, and expects the CPU tensors of
+        the process that reads the samples: the loader then runs the per-sample
+        steps in its workers, with or without a device, and sends a batch whose
+        shape changed the ordinary way.
+        """
+        return not all(step.batched for step in (*self.pixel_steps, *self.float_steps))
 
     @property
     def finishes(self) -> bool:

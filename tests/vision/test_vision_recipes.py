@@ -140,7 +140,7 @@ def test_a_plain_callable_in_the_middle_runs_per_sample_and_keeps_reproducibilit
     pipeline = T.Compose([T.RandomResizedCrop(SIZE), brighten, T.RandomSolarize(200, p=0.5),
                           T.Normalize(MEAN, STD)])
     dataset = datakit.LMDBDataset(store, transform=pipeline)
-    assert dataset.batch_sample_shape() is None  # a plain callable might change the shape
+    assert dataset.batch_sample_shape() == (3, SIZE, SIZE)  # batches still travel through slots
     batches = epoch(dataset, 2)
     assert batches[0][0].shape == (BATCH, 3, SIZE, SIZE)
     assert_batches_equal(batches, epoch(dataset, 0))
@@ -155,6 +155,53 @@ def test_a_plain_callable_in_the_middle_runs_per_sample_and_keeps_reproducibilit
                                  atol=1e-3)
                for i in range(BATCH)]
     assert all(matches)  # each sample is crop -> brighten -> (solarize or not) -> normalise
+
+
+class Shrink:
+    """A user's callable that changes the shape: every sample, or only those of an odd first pixel."""
+
+    def __init__(self, only_odd: bool) -> None:
+        self.only_odd = only_odd
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        if self.only_odd and int(image[0, 0, 0]) % 2 == 0:
+            return image
+        return image[:, : SIZE // 2, : SIZE // 2].clone()
+
+
+def test_a_callable_that_changes_the_shape_sends_its_batches_the_ordinary_way(store):
+    """Slots assume the callables keep the fused shape; a batch where one does not is read again
+    the ordinary way in the worker, so the loader gives what the ordinary path gives."""
+    pipeline = T.Compose([T.RandomResizedCrop(SIZE), Shrink(only_odd=False), T.RandomSolarize(200, p=0.5),
+                          T.Normalize(MEAN, STD)])
+    dataset = datakit.LMDBDataset(store, transform=pipeline)
+    batches = epoch(dataset, 2)
+    assert batches[0][0].shape == (BATCH, 3, SIZE // 2, SIZE // 2)
+    assert_batches_equal(batches, epoch(dataset, 0))
+    shrink_some = T.Compose([T.RandomResizedCrop(SIZE), Shrink(only_odd=True)])
+    mixed = datakit.LMDBDataset(store, transform=shrink_some)
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        epoch(mixed, 0)
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        epoch(mixed, 2)
+
+
+def in_a_worker(image: torch.Tensor) -> torch.Tensor:
+    """A user's callable that expects to run where the samples are read, on CPU tensors."""
+    assert datakit.get_worker_info() is not None, "called outside the loader's workers"
+    assert image.device.type == "cpu"
+    return image.flip(-2)
+
+
+def test_with_a_device_a_callable_still_runs_in_the_workers_on_the_cpu(store, monkeypatch):
+    backend = CpuBackend(record=True)
+    monkeypatch.setattr(dataloader_module, "select_backend", lambda device, stacklevel=2: backend)
+    pipeline = T.Compose([T.RandomResizedCrop(SIZE), in_a_worker, T.TrivialAugmentWide(),
+                          T.Normalize(MEAN, STD), T.RandomErasing(0.5)])
+    dataset = datakit.LMDBDataset(store, transform=pipeline)
+    on_device = epoch(dataset, 2, device="cuda")
+    assert any(call[0] == "to_device" for call in backend.calls)
+    assert_batches_equal(on_device, epoch(dataset, 2))
 
 
 def test_torchs_loader_gets_every_per_sample_step_and_mixes_with_the_datasets_collate(store):
