@@ -34,11 +34,15 @@ class Recipe:
         size: the output side (the crop; for ``val`` the centre crop, after a
             resize to ``size / 0.875``, 256 for 224).
         classes: the number of classes (MixUp / CutMix make soft labels of that width).
+        user_step: a callable of the user's put in the middle of the per-sample
+            transform (:data:`USER_STEPS`), on the uint8 tensor: right after
+            torchvision's ``PILToTensor``, after datakit's policy (or its fused crop).
     """
 
     name: str
     size: int
     classes: int
+    user_step: str = "none"
 
     @property
     def augments(self) -> bool:
@@ -65,6 +69,25 @@ class Recipe:
         return notes
 
 
+USER_STEPS = ("none", "function", "colorjitter")
+
+
+def clip_highlights(image: torch.Tensor) -> torch.Tensor:
+    """A user's own function on a uint8 ``(3, H, W)`` tensor (``--callable function``)."""
+    return image.clamp(max=240)
+
+
+def user_callable(recipe: Recipe) -> Any:
+    """The recipe's user step: a plain function, torchvision's own ``ColorJitter``, or None."""
+    if recipe.user_step == "function":
+        return clip_highlights
+    if recipe.user_step == "colorjitter":
+        from torchvision.transforms import v2
+
+        return v2.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.4)
+    return None
+
+
 def class_count(folder: str) -> int:
     """How many class folders ``folder`` has (``ImageFolder``'s classes)."""
     return sum(1 for entry in os.scandir(folder) if entry.is_dir() and not entry.name.startswith("."))
@@ -77,15 +100,16 @@ def torchvision_stages(recipe: Recipe) -> list[tuple[str, list[Any]]]:
     from torchvision.transforms import v2
 
     size = recipe.size
+    user = [] if user_callable(recipe) is None else [user_callable(recipe)]
     if recipe.name == "val":
         return [("crop/resize", [v2.Resize(recipe.resize), v2.CenterCrop(size)]),
-                ("tensor/normalize/erase", [v2.PILToTensor()])]
+                ("tensor/normalize/erase", [v2.PILToTensor(), *user])]
     crop = [v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()]
     if not recipe.augments:
-        return [("crop/resize", crop), ("tensor/normalize/erase", [v2.PILToTensor()])]
+        return [("crop/resize", crop), ("tensor/normalize/erase", [v2.PILToTensor(), *user])]
     policy = (v2.TrivialAugmentWide(interpolation=v2.InterpolationMode.BILINEAR) if recipe.name == "reference"
               else v2.RandAugment(num_ops=2, magnitude=9))
-    finish = [v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
+    finish = [v2.PILToTensor(), *user, v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
               v2.RandomErasing(recipe.erasing), v2.ToPureTensor()]
     return [("crop/resize", crop), ("augment", [policy]), ("tensor/normalize/erase", finish)]
 
@@ -132,11 +156,13 @@ def datakit_stages(recipe: Recipe) -> list[tuple[str, list[Any]]]:
     from datakit import vision
 
     size = recipe.size
+    user = [] if user_callable(recipe) is None else [user_callable(recipe)]
+    after_decode = [("augment", user)] if user else []
     if recipe.name == "val":
-        return [("decode", [vision.Resize(recipe.resize), vision.CenterCrop(size)])]
+        return [("decode", [vision.Resize(recipe.resize), vision.CenterCrop(size)]), *after_decode]
     crop = [vision.RandomResizedCrop(size), vision.RandomHorizontalFlip()]
     if not recipe.augments:
-        return [("decode", crop)]
+        return [("decode", crop), *after_decode]
     from datakit.vision import (  # the batched augmentations
         CutMix,
         MixUp,
@@ -150,7 +176,7 @@ def datakit_stages(recipe: Recipe) -> list[tuple[str, list[Any]]]:
               else RandAugment(num_ops=2, magnitude=9, magnitude_std=0.5))
     mix = RandomChoice([MixUp(alpha=0.2, num_classes=recipe.classes),
                         CutMix(alpha=1.0, num_classes=recipe.classes)])
-    return [("decode", crop), ("augment", [policy]),
+    return [("decode", crop), ("augment", [policy, *user]),
             ("tensor/normalize/erase", [vision.Normalize(MEAN, STD), RandomErasing(recipe.erasing)]),
             ("batch", [mix])]
 

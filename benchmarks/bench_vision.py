@@ -47,6 +47,14 @@ samples/s and the CPU time per sample (main process plus workers, from
 ratios to ``torchvision`` are printed, with each contender's range, and
 datakit's ratio to each other contender.
 
+``--callable function|colorjitter`` puts a callable of the user's in the
+middle of the per-sample transform (a plain function clamping highlights, or
+torchvision's own ``ColorJitter(0.4, 0.4, 0.4)``), on the uint8 tensor: after
+torchvision's ``PILToTensor``, after datakit's policy. Each contender then runs
+with and without it, alternating, and the script prints what it adds to each
+(CPU and wall time per sample): datakit's target is to add no more than it
+adds to torchvision.
+
 ``--stages`` times each contender's stages instead (decode, crop/resize,
 augment, tensor/normalize/erase, batch) in one process with one thread, CPU
 time per sample (``_vision_stages.py`` says how each is cut).
@@ -60,6 +68,7 @@ DALI): it puts torchvision (pure-Python parts), OpenCV and DALI into
     bash benchmarks/setup_baseline.sh [--dali]
     .venv/bin/python benchmarks/bench_vision.py [--pipeline train|val|reference|timm] [--size N]
         [--runs 3] [--images 3000] [--contenders torchvision,datakit,dali] [--stages]
+        [--callable none|function|colorjitter]
 """
 
 from __future__ import annotations
@@ -87,6 +96,7 @@ from _procfs import child_pids, cpu_seconds  # noqa: E402
 from _vision_recipes import (  # noqa: E402
     DEFAULT_SIZE,
     PIPELINES,
+    USER_STEPS,
     DaliEpochs,
     Recipe,
     class_count,
@@ -256,10 +266,14 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--stages", action="store_true",
                         help="CPU per sample of each stage, one process, one thread, instead of loader runs")
     parser.add_argument("--stage-samples", type=int, default=512, help="samples timed per --stages run")
+    parser.add_argument("--callable", choices=USER_STEPS, default="none",
+                        help="a user's callable mid-transform (torchvision and datakit only)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.size = args.size or DEFAULT_SIZE[args.pipeline]
     allowed = STAGE_CONTENDERS if args.stages else ALLOWED[args.pipeline]
+    if args.callable != "none":  # DALI's graph takes no Python callable of this kind
+        allowed = tuple(name for name in allowed if name != "dali")
     args.names = args.contenders.split(",") if args.contenders else \
         [name for name in CONTENDERS[args.pipeline] if name in allowed]
     unknown = [name for name in args.names if name not in allowed]
@@ -275,27 +289,30 @@ def run_contenders(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     if "dali" in names and not dali_installed():
         print("skipped dali: DALI is not installed (bash benchmarks/setup_baseline.sh --dali)")
         names.remove("dali")
+    if args.callable != "none":  # each contender with and without the user's callable, alternating
+        names = [label for name in names for label in (name, f"{name}+{args.callable}")]
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for run in range(args.runs):
-        for name in list(names):
+        for label in list(names):
+            name, _, user_step = label.partition("+")
             command = [sys.executable, os.path.abspath(__file__), "--child", name,
                        "--pipeline", args.pipeline, "--size", str(args.size), "--images", str(args.images),
                        "--epochs", str(args.epochs), "--scratch", args.scratch,
-                       "--stage-samples", str(args.stage_samples)]
+                       "--stage-samples", str(args.stage_samples), "--callable", user_step or "none"]
             done = subprocess.run(command + ["--stages"] * args.stages, capture_output=True, text=True)
             if done.returncode != 0:
                 tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-                sys.exit(f"{name} failed (exit {done.returncode}):\n{tail}")
+                sys.exit(f"{label} failed (exit {done.returncode}):\n{tail}")
             result = json.loads(done.stdout.strip().splitlines()[-1])
             if "skipped" in result:
-                print(f"skipped {name}: {result['skipped']}", flush=True)
-                names.remove(name)
-                del results[name]
+                print(f"skipped {label}: {result['skipped']}", flush=True)
+                names.remove(label)
+                del results[label]
                 continue
-            results[name].append(result)
+            results[label].append(result)
             if not args.stages:
-                print(f"run {run + 1}/{args.runs} {name:>13}: {result['samples_per_second']:7.0f} samples/s, "
-                      f"{result['cpu_ms_per_sample']:.2f} ms CPU/sample", flush=True)
+                print(f"run {run + 1}/{args.runs} {label:>24}: {result['samples_per_second']:7.0f} "
+                      f"samples/s, {result['cpu_ms_per_sample']:.2f} ms CPU/sample", flush=True)
     return results
 
 
@@ -313,29 +330,53 @@ def print_summary(args: argparse.Namespace, results: dict[str, list[dict[str, An
         return
     base_rates = [r["samples_per_second"] for r in results[names[0]]]
     base = statistics.median(base_rates)
-    print(f"\n{args.pipeline} pipeline at {args.size} px, {args.images} photos, batch {BATCH}, "
+    with_user = "" if args.callable == "none" else f" + the user's {args.callable}"
+    print(f"\n{args.pipeline} pipeline{with_user} at {args.size} px, {args.images} photos, batch {BATCH}, "
           f"{WORKERS} workers, median of {args.runs} runs (range), ratio to {names[0]} "
           "(range over runs, each run's own):")
     for name in names:
         rates = [r["samples_per_second"] for r in results[name]]
         ratios = [rate / base_rate for rate, base_rate in zip(rates, base_rates, strict=True)]
         cpu = statistics.median(r["cpu_ms_per_sample"] for r in results[name])
-        print(f"  {name:>13}: {statistics.median(rates):7.0f} samples/s ({min(rates):.0f}-{max(rates):.0f})  "
+        print(f"  {name:>24}: {statistics.median(rates):7.0f} samples/s ({min(rates):.0f}-{max(rates):.0f})  "
               f"{statistics.median(rates) / base:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})  "
               f"{cpu:.2f} ms CPU/sample")
     if "datakit" in results:
         ours = [r["samples_per_second"] for r in results["datakit"]]
         for name in names[1:]:
-            if name != "datakit":
+            if name != "datakit" and "+" not in name:
                 ratios = [a / b["samples_per_second"] for a, b in zip(ours, results[name], strict=True)]
                 print(f"  datakit vs {name}: {statistics.median(ratios):.2f}x "
                       f"({min(ratios):.2f}-{max(ratios):.2f})")
+    print_user_step_cost(args, results)
+
+
+def print_user_step_cost(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -> None:
+    """What the user's callable adds to each contender: CPU and wall time per sample, run by run."""
+    if args.callable == "none":
+        return
+    print(f"\nwhat the user's {args.callable} adds per sample (median over runs, range):")
+    added_cpu: dict[str, list[float]] = {}
+    for name in ("torchvision", "datakit"):
+        with_step, without = results.get(f"{name}+{args.callable}"), results.get(name)
+        if not with_step or not without:
+            continue
+        pairs = list(zip(with_step, without, strict=True))
+        cpu = [1000 * (a["cpu_ms_per_sample"] - b["cpu_ms_per_sample"]) for a, b in pairs]
+        wall = [1e6 / a["samples_per_second"] - 1e6 / b["samples_per_second"] for a, b in pairs]
+        added_cpu[name] = cpu
+        print(f"  {name:>13}: {statistics.median(cpu):7.0f} us CPU ({min(cpu):.0f} to {max(cpu):.0f}), "
+              f"{statistics.median(wall):6.0f} us wall ({min(wall):.0f} to {max(wall):.0f})")
+    if len(added_cpu) == 2 and statistics.median(added_cpu["torchvision"]) > 0:
+        print(f"  datakit's added CPU / torchvision's: "
+              f"{statistics.median(added_cpu['datakit']) / statistics.median(added_cpu['torchvision']):.2f}"
+              " (target: at most 1)")
 
 
 def main() -> None:
     args = parse_arguments()
     folder, store = prepare(args.scratch, args.images)
-    recipe = Recipe(args.pipeline, args.size, class_count(folder))
+    recipe = Recipe(args.pipeline, args.size, class_count(folder), args.callable)
     if args.child:
         if args.stages:
             from _vision_stages import stage_times
