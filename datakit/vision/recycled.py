@@ -42,11 +42,13 @@ class RecycledOutputs:
     """Hands out uninitialised CPU tensors, reusing the memory of those no longer referenced.
 
     Args:
-        keep: free arrays kept for reuse at most (each is one batch); more
-            are released to the allocator.
+        keep: free arrays kept for reuse at most (each is one batch, 77 MB
+            for 128 x 3 x 224 x 224 float32); more are released to the
+            allocator. One is enough while the caller drops each batch before
+            the next is made; the second covers a batch finished ahead.
     """
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(self, keep: int = 2) -> None:
         self._free: collections.deque[np.ndarray] = collections.deque()
         self._keep = keep
 
