@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import torch.utils.data
 from torch.utils.data import Sampler
 
 from datakit.loader.arguments import is_positive_int
@@ -20,7 +21,7 @@ from datakit.loader.index_samplers import STATE_VERSION
 __all__ = ["BatchSampler", "InfiniteConstantSampler"]
 
 
-class BatchSampler(Sampler[list[int]]):
+class BatchSampler(torch.utils.data.BatchSampler):
     """Groups the indices of another sampler into lists of ``batch_size``.
 
     Args:

@@ -42,6 +42,9 @@ __all__ = ["DataLoader"]
 
 T = TypeVar("T")
 
+# torch's ``_dataset_kind`` values (``_DatasetKind.Map``, ``.Iterable``), for code that reads that attribute.
+_MAP_KIND, _ITERABLE_KIND = 0, 1
+
 # Above this many samples, shuffle=True (a full permutation per epoch) warns and names shuffle="lazy".
 LARGE_DATASET = 10_000_000
 
@@ -136,11 +139,11 @@ class DataLoader(TorchDataLoader[T]):
         self.multiprocessing_context = multiprocessing_context
         self.in_order = in_order
         self._is_iterable = isinstance(dataset, IterableDataset)
-
+        self._dataset_kind = _ITERABLE_KIND if self._is_iterable else _MAP_KIND  # torch's attribute
         shuffle, batch_size, drop_last = check_sampling_arguments(
             dataset, self._is_iterable, shuffle, sampler, batch_sampler, batch_size, drop_last
         )
-        self.shuffle = shuffle  # not kept by torch's loader; trainers re-creating this one read it
+        self._shuffle = shuffle  # read through the ``shuffle`` property
         if sampler is None:
             sampler = default_sampler(dataset, self._is_iterable, shuffle, generator)
         if batch_size is not None and batch_sampler is None:
@@ -181,6 +184,16 @@ class DataLoader(TorchDataLoader[T]):
                     stacklevel=3,
                 )
                 self._pin_backend = CpuBackend()
+
+    @property
+    def shuffle(self) -> bool | str | None:
+        """The ``shuffle`` argument (False when not given; torch's loader does not keep it).
+
+        Read-only and not in ``vars(loader)``: a tool that re-creates the loader
+        from its attributes with a sampler of its own (Lightning under DDP)
+        must not pass ``shuffle=True`` beside that sampler, which is refused.
+        """
+        return self._shuffle
 
     @property
     def multiprocessing_context(self) -> multiprocessing.context.BaseContext | None:

@@ -2,9 +2,12 @@
 
 Each sampler draws its random numbers with the same torch calls, in the same
 order, as its namesake in :mod:`torch.utils.data`, so a loader built on either
-yields the same indices for the same :class:`torch.Generator` seed. They
-subclass :class:`torch.utils.data.Sampler`, so torch's own ``DataLoader``
-accepts them too. All are public as :mod:`datakit.samplers`, with
+yields the same indices for the same :class:`torch.Generator` seed. Each
+subclasses its torch namesake without running its ``__init__``
+(``isinstance(sampler, torch.utils.data.RandomSampler)`` holds): torch's own
+``DataLoader`` accepts them, and tools that dispatch on torch's sampler classes
+treat them as torch's (PyTorch Lightning shards a ``RandomSampler`` loader
+under DDP with torch's ``DistributedSampler``). All are public as :mod:`datakit.samplers`, with
 :class:`~datakit.loader.lazy_sampler.LazyRandomSampler` (datakit's own order),
 :class:`~datakit.loader.batch_sampler.BatchSampler` and the distributed
 samplers (:mod:`datakit.loader.distributed`).
@@ -22,7 +25,6 @@ from typing import Any, TypeVar
 
 import torch
 import torch.utils.data
-from torch.utils.data import Sampler
 
 from datakit.loader.arguments import is_positive_int
 from datakit.loader.state import decode_generator_state, encode_generator_state
@@ -187,7 +189,7 @@ class RandomSampler(PassState, torch.utils.data.RandomSampler):
 
 
 
-class SubsetRandomSampler(PassState, Sampler[int]):
+class SubsetRandomSampler(PassState, torch.utils.data.SubsetRandomSampler):
     """Yields the given indices in random order, without replacement.
 
     Args:
@@ -208,7 +210,7 @@ class SubsetRandomSampler(PassState, Sampler[int]):
         return len(self.indices)
 
 
-class WeightedRandomSampler(PassState, Sampler[int]):
+class WeightedRandomSampler(PassState, torch.utils.data.WeightedRandomSampler):
     """Yields ``num_samples`` indices drawn with the given (unnormalised) weights.
 
     Args:
