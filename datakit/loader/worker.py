@@ -31,9 +31,11 @@ from datakit.procs.lifeline import ParentLink
 __all__ = ["WorkerInfo", "WorkerConfig", "get_worker_info", "worker_loop", "draw_base_seed", "numpy_seed"]
 
 
-@dataclass(frozen=True)
 class WorkerInfo:
     """What a worker process knows about itself; see :func:`get_worker_info`.
+
+    Read-only as torch's: any assignment raises ``RuntimeError("Cannot assign
+    attributes to WorkerInfo objects")``, which code written for torch's catches.
 
     Attributes:
         id: This worker's index, ``0 .. num_workers - 1``.
@@ -42,10 +44,22 @@ class WorkerInfo:
         dataset: This process's copy of the dataset.
     """
 
+    _FIELDS = ("id", "num_workers", "seed", "dataset")
     id: int
     num_workers: int
     seed: int
     dataset: Any
+
+    def __init__(self, id: int, num_workers: int, seed: int, dataset: Any) -> None:  # torch's names
+        for name, value in zip(self._FIELDS, (id, num_workers, seed, dataset), strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise RuntimeError("Cannot assign attributes to WorkerInfo objects")
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"WorkerInfo({fields})"
 
 
 _worker_info: WorkerInfo | None = None

@@ -50,6 +50,19 @@ def test_worker_info_and_init_fn():
         assert batch["init_tag"].tolist() == [100 + worker] * 2
 
 
+def test_worker_info_refuses_assignment_in_torchs_words():
+    """torch's WorkerInfo raises RuntimeError on any assignment, and code written for it (torch's own
+    test suite among it) catches exactly that."""
+    from datakit.loader.worker import WorkerInfo
+
+    info = WorkerInfo(id=1, num_workers=2, seed=7, dataset=[1, 2])
+    for name in ("id", "anything"):
+        with pytest.raises(RuntimeError, match="^Cannot assign attributes to WorkerInfo objects$"):
+            setattr(info, name, 3999)
+    assert (info.id, info.num_workers, info.seed, info.dataset) == (1, 2, 7, [1, 2])
+    assert repr(info) == "WorkerInfo(id=1, num_workers=2, seed=7, dataset=[1, 2])"
+
+
 LOADERS = [pytest.param(datakit.DataLoader, id="datakit"), pytest.param(tud.DataLoader, id="torch")]
 
 
