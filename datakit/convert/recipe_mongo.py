@@ -89,6 +89,16 @@ class MongoImages:
     def close(self) -> None:
         self._fetched = {}
 
+    def recipe_sample(self, count: int) -> tuple[int, list[str]] | None:
+        """The number of documents and the first ``count`` ``img_name``s, when the collection is in the
+        recipe's layout (its first document is ``{img_name, bson_img}``); else ``None``."""
+        documents = self._call(lambda: list(self._samples().find({}, {"img_name": 1, "bson_img": 1})
+                                            .limit(count)))
+        if not documents or not all(name in documents[0] for name in RECIPE_FIELDS):
+            return None
+        total = self._call(lambda: self._samples().count_documents({}))
+        return int(total), [str(document.get("img_name")) for document in documents]
+
     def _samples(self) -> Any:
         return self._connect().database()[self.collection]
 
@@ -165,4 +175,5 @@ def _read_index(index: str) -> tuple[list[Any], list[Any], str]:
         raise SourceError(f"{index} has no path_list and label_list lists; the recipe's index is "
                           '{"path_list": [...], "label_list": [...]}')
     return paths, labels, hashlib.sha256(raw).hexdigest()
+
 
