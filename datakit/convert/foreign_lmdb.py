@@ -160,7 +160,7 @@ def _classify_values(path: str, txn: lmdb.Transaction, entries: int) -> ForeignL
             break
     sample = [key for key, _ in found]
     formats = sorted({name for _, name in found if name})
-    if all(name for _, name in found):
+    if found[0][1]:  # values that are not images are skipped and listed when imported
         return ForeignLMDB(path, IMAGES, entries, sample, f"{', '.join(formats)} values")
     what = "pickles without __keys__" if first.startswith(b"\x80") else f"values starting {first!r}"
     return ForeignLMDB(path, UNKNOWN, entries, sample,
