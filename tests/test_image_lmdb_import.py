@@ -31,7 +31,8 @@ def _image_lmdb(path: Path, values: dict[bytes, bytes], subdir: bool) -> Path:
 
 
 def _webp(count: int, offset: int) -> dict[bytes, bytes]:
-    return {f"{offset + number:040x}".encode(): image_bytes(offset + number, "WEBP") for number in range(count)}
+    return {f"{offset + number:040x}".encode(): image_bytes(offset + number, "WEBP")
+            for number in range(count)}
 
 
 @pytest.mark.parametrize("subdir", [True, False], ids=["folder", "single-file"])

@@ -55,10 +55,12 @@ def _write_lmdb(path: Path, values: dict[bytes, bytes], subdir: bool) -> Path:
     return path
 
 
-def _recipe_values(items: list[Any], keys: list[bytes] | None = None, length: Any = None) -> dict[bytes, bytes]:
+def _recipe_values(items: list[Any], keys: list[bytes] | None = None,
+                   length: Any = None) -> dict[bytes, bytes]:
     """Values as the recipe writes them: each item pickled under its index, and ``__keys__``/``__len__``."""
     keys = keys if keys is not None else [str(index).encode() for index in range(len(items))]
-    values = {key: item if isinstance(item, bytes) else pickle.dumps(item) for key, item in zip(keys, items)}
+    values = {key: item if isinstance(item, bytes) else pickle.dumps(item)
+              for key, item in zip(keys, items, strict=True)}
     values[b"__keys__"] = pickle.dumps(keys)
     values[b"__len__"] = pickle.dumps(len(keys) if length is None else length)
     return values
@@ -101,7 +103,7 @@ def test_order_is_the_recipe_keys_order_and_integer_labels_sort_as_numbers(tmp_p
     images = [image_bytes(seed) for seed in range(4)]
     keys = [b"3", b"10", b"0", b"2"]
     labels = [10, 2, 0, 2]
-    _write_lmdb(tmp_path / "old", _recipe_values(list(zip(images, labels)), keys), subdir=False)
+    _write_lmdb(tmp_path / "old", _recipe_values(list(zip(images, labels, strict=True)), keys), subdir=False)
     datakit.convert(tmp_path / "old", tmp_path / "new")
     stored = _stored(tmp_path / "new")
     dataset = datakit.LMDBDataset(tmp_path / "new")
@@ -109,7 +111,7 @@ def test_order_is_the_recipe_keys_order_and_integer_labels_sort_as_numbers(tmp_p
     dataset.close()
     assert classes == ["0", "2", "10"]
     assert [(bytes(image), classes[label]) for image, label in stored] == [
-        (image, str(label)) for image, label in zip(images, labels)]
+        (image, str(label)) for image, label in zip(images, labels, strict=True)]
     assert stored_sources(tmp_path / "new") == ["old/3", "old/10", "old/0", "old/2"]
 
 
@@ -128,7 +130,7 @@ def test_pixel_arrays_become_raw_records_whatever_their_layout(tmp_path, subdir)
     assert (report.total, report.skipped) == (5, [])
     stored = _stored(tmp_path / "new", output="numpy")
     assert [label for _, label in stored] == [0, 1, 2, 3, 4]
-    for (pixels, _), want in zip(stored, expected):
+    for (pixels, _), want in zip(stored, expected, strict=True):
         np.testing.assert_array_equal(pixels, want)
 
 
@@ -230,7 +232,8 @@ def test_unreadable_keys_and_unknown_layouts_are_refused_in_one_line(tmp_path):
 
 
 def test_inspect_and_the_dataset_name_the_layout_and_the_command(tmp_path):
-    old = _write_lmdb(tmp_path / "old.lmdb", _recipe_values([(image_bytes(n), n % 2) for n in range(7)]), False)
+    values = _recipe_values([(image_bytes(n), n % 2) for n in range(7)])
+    old = _write_lmdb(tmp_path / "old.lmdb", values, False)
     arrays = _write_lmdb(tmp_path / "arrays", _recipe_values([(np.zeros((2, 2), np.uint8), 0)]), False)
     result = CliRunner().invoke(cli, ["inspect", str(old)])
     assert result.exit_code == 3
@@ -246,14 +249,16 @@ def test_inspect_and_the_dataset_name_the_layout_and_the_command(tmp_path):
     with pytest.raises(StoreError) as raised:
         datakit.LMDBDataset(old)
     assert "\n" not in str(raised.value)
-    assert str(raised.value) == (f"{old} is a pickle-recipe LMDB store ((image bytes, label) tuples, 7 records), "
-                                 f"not a datakit store; import it with `datakit convert {old} NEW`")
+    assert str(raised.value) == (f"{old} is a pickle-recipe LMDB store ((image bytes, label) tuples, "
+                                 f"7 records), not a datakit store; import it with "
+                                 f"`datakit convert {old} NEW`")
 
 
 @pytest.mark.integration
 def test_an_import_killed_midway_resumes_to_the_same_store(tmp_path):
     images = [image_bytes(seed) for seed in range(40)]
-    old = _write_lmdb(tmp_path / "old", _recipe_values([(image, n % 3) for n, image in enumerate(images)]), True)
+    values = _recipe_values([(image, n % 3) for n, image in enumerate(images)])
+    old = _write_lmdb(tmp_path / "old", values, True)
     kill_conversion_at(old, tmp_path / "new", stop_at=17, workers=1)
     with pytest.raises(datakit.errors.IncompleteStoreError):
         datakit.LMDBDataset(tmp_path / "new")

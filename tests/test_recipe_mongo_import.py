@@ -44,7 +44,8 @@ def _stored(store: Path) -> list[tuple[bytes, int]]:
 def test_recipe_collection_imports_in_index_order_with_bad_documents_listed(tmp_path, mongo_store_location):
     images = {f"train/{n}.jpg": image_bytes(n) for n in range(40)}
     cut = image_bytes(99)[:-2]  # a JPEG without its end marker, which the recipe "repaired"
-    documents: list[dict[str, Any]] = [{"img_name": name, "bson_img": Binary(data)} for name, data in images.items()]
+    documents: list[dict[str, Any]] = [{"img_name": name, "bson_img": Binary(data)}
+                                       for name, data in images.items()]
     documents += [{"img_name": "cut.jpg", "bson_img": Binary(cut)}, {"img_name": "empty.jpg"}]
     _recipe_collection(mongo_store_location, list(reversed(documents)))  # stored order is not the index's
     names = sorted(images, key=lambda name: -int(name.split("/")[1][:-4]))  # the index's own order
@@ -66,7 +67,7 @@ def test_recipe_collection_imports_in_index_order_with_bad_documents_listed(tmp_
     dataset.close()
     assert classes == ["0", "5", "10"]
     assert _stored(tmp_path / "new") == [(images[name], classes.index(str(label)))
-                                         for name, label in zip(names, labels)]
+                                         for name, label in zip(names, labels, strict=True)]
 
 
 def test_inspect_names_a_recipe_collection_and_the_command(tmp_path, mongo_store_location):
