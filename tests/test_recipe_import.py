@@ -227,6 +227,7 @@ def test_unreadable_keys_and_unknown_layouts_are_refused_in_one_line(tmp_path):
     result = CliRunner().invoke(cli, ["convert", str(tmp_path / "other"), str(tmp_path / "new2")])
     assert result.exit_code == 1
     assert result.output.count("\n") == 1 and "of no layout datakit imports" in result.output
+    assert "not a datakit store" in result.output
     assert "values starting" in result.output
     assert not (tmp_path / "pwned").exists()
 

@@ -75,7 +75,8 @@ class ForeignLMDB:
     def describe(self) -> str:
         """One line: the layout, the count and the command."""
         if self.layout == UNKNOWN:
-            return (f"{self.path} is an LMDB environment of no layout datakit imports: {self.detail}; "
+            return (f"{self.path} is not a datakit store, and an LMDB of no layout datakit imports: "
+                    f"{self.detail}; "
                     "datakit imports the pickle recipe's stores and LMDBs of encoded images")
         what = "a pickle-recipe LMDB store" if self.layout == RECIPE else "an LMDB of encoded images"
         return (f"{self.path} is {what} ({self.detail}, {self.records} records), not a datakit store; "
