@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
+from datakit.convert.foreign_summary import foreign_summary
 from datakit.decode import record_to_array, record_to_pil
-from datakit.errors import DatakitError, IncompleteStoreError
+from datakit.errors import DatakitError, IncompleteStoreError, StoreError
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.record_checks import check_record
 from datakit.records import decode_record
@@ -86,7 +87,12 @@ def inspect(
         ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
-        ``preview`` when asked for.
+        ``preview`` when asked for. A store datakit did not write, in a layout
+        ``datakit convert`` imports (the pickle recipe's LMDB or MongoDB
+        layout, an LMDB of encoded images), gives ``backend``, ``path``,
+        ``complete`` (false) and ``foreign``: ``layout``, ``records``,
+        ``sample_keys``, ``detail`` and the ``command`` that imports it
+        (:mod:`datakit.convert.foreign_summary`).
 
     Raises:
         ValueError: ``preview``'s extension names no format the sheet can be
@@ -98,10 +104,15 @@ def inspect(
     try:
         reader = spec.open_reader()
     except IncompleteStoreError as exc:
-        summary = _summarise_incomplete(spec, str(exc))
+        summary = foreign_summary(spec) or _summarise_incomplete(spec, str(exc))
         if skipped:
             summary.update(skipped_files=None, skipped_files_omitted=0)
         return summary
+    except StoreError:
+        found = foreign_summary(spec)
+        if found is None:
+            raise
+        return found
     with reader:
         summary = _summarise(spec, reader.manifest)
         if skipped:

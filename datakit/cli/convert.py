@@ -30,8 +30,21 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+class _Source(UserPath):
+    """SRC: an existing path (a folder, or a file: shards, tables, an LMDB file), or a
+    ``mongodb://`` URI (the pickle recipe's MongoDB layout), taken as it is."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith(("mongodb://", "mongodb+srv://")):
+            return value
+        return super().convert(value, param, ctx)
+
+
+_SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lmdb", "recipe_mongo"]
+
+
 @click.command("convert", cls=DatakitCommand)
-@click.argument("src", type=UserPath(exists=True, readable=True))
+@click.argument("src", type=_Source(exists=True, readable=True))
 @click.argument("dest")
 @store_options
 @click.option("--workers", "-j", type=click.IntRange(min=1), default=None,
@@ -65,9 +78,18 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
                    "other formats as PNG); smaller images stay byte for byte.")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True,
               help="JPEG quality of the images --max-side re-encodes.")
-@click.option("--source-kind", type=click.Choice(["folder", "huggingface", "webdataset"]), default=None,
+@click.option("--source-kind", type=click.Choice(_SOURCE_KINDS), default=None,
               help="What SRC is, when what it holds is ambiguous (detected by default: a save_to_disk "
-                   "folder or .parquet/.arrow files are huggingface, .tar files webdataset).")
+                   "folder or .parquet/.arrow files are huggingface, .tar files webdataset, LMDBs by "
+                   "their values, a mongodb:// URI recipe_mongo).")
+@click.option("--class", "class_name", metavar="NAME", default=None,
+              help="LMDB of encoded images (LSUN's): the class of all its images (or use --labels FILE "
+                   "naming each key).")
+@click.option("--index", type=UserPath(exists=True, dir_okay=False, readable=True), default=None,
+              metavar="FILE", help="The pickle recipe's MongoDB layout: its JSON index "
+                                   '({"path_list": [...], "label_list": [...]}), SRC being mongodb://HOST/DB.')
+@click.option("--source-collection", metavar="NAME", default=None,
+              help="The pickle recipe's MongoDB layout: the collection of {img_name, bson_img} documents.")
 @click.option("--image-column", metavar="NAME", default=None,
               help="Hugging Face: the Image column (default: image).")
 @click.option("--label-column", "--label-key", "label_column", metavar="NAME", default=None,
@@ -79,13 +101,18 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
                     labels: str | None, resume: bool, append: bool, overwrite: bool, strict: bool,
                     exif_transpose: bool, max_side: int | None, quality: int, source_kind: str | None,
-                    image_column: str | None, label_column: str | None, verbose: bool, as_json: bool,
+                    image_column: str | None, label_column: str | None, class_name: str | None,
+                    index: str | None, source_collection: str | None, verbose: bool, as_json: bool,
                     quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
     SRC may also be a Hugging Face dataset on disk (a save_to_disk folder, or
-    .parquet/.arrow files) or WebDataset .tar shards (a file or a folder).
+    .parquet/.arrow files), WebDataset .tar shards (a file or a folder), or
+    an existing store: the pickle recipe's LMDB (a folder or a single file),
+    an LMDB of encoded images (with --class or --labels), or the recipe's
+    MongoDB layout (SRC mongodb://HOST/DB with --source-collection and
+    --index). Pickles are read through an allow-list, never run.
     DEST is a path for an LMDB store (outside SRC), or a mongodb:// URI for a
     MongoDB collection. Unreadable or broken images and unreadable folders are
     skipped and listed; the conversion can be killed at any time and finished
@@ -109,8 +136,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
                          extensions=extensions, exif_transpose=exif_transpose, max_side=max_side,
                          quality=quality, labels=labels, append=append, progress=progress,
-                         source_kind=source_kind,  # type: ignore[arg-type]
-                         image_column=image_column, label_column=label_column)
+                         source_kind=source_kind, image_column=image_column, label_column=label_column,
+                         class_name=class_name, index=index, source_collection=source_collection)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "

@@ -69,6 +69,8 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
 
 
 def _render(summary: dict[str, Any]) -> str:
+    if "foreign" in summary:
+        return _render_foreign(summary)
     status, records = _status_and_records(summary)
     lines = [
         f"store       {summary['path']} ({summary['backend']})",
@@ -109,6 +111,23 @@ def _render(summary: dict[str, Any]) -> str:
     if "skipped_files" in summary:
         lines.extend(_render_skipped(summary))
     return "\n".join(lines)
+
+
+_LAYOUTS = {"recipe_lmdb": "a pickle-recipe LMDB store", "image_lmdb": "an LMDB of encoded images",
+            "recipe_mongo": "a pickle-recipe MongoDB collection"}
+
+
+def _render_foreign(summary: dict[str, Any]) -> str:
+    """A store datakit did not write, in a layout it imports: what it is and the command that imports it."""
+    foreign = summary["foreign"]
+    return "\n".join([
+        f"store       {summary['path']} ({summary['backend']})",
+        f"status      NOT A DATAKIT STORE: {_LAYOUTS[foreign['layout']]} ({foreign['detail']})",
+        f"records     {foreign['records']}",
+        f"keys        {', '.join(foreign['sample_keys'])}{', ...' if foreign['records'] > 5 else ''}",
+        f"import      {foreign['command']}",
+        "            (pickles are read through an allow-list of plain values and numeric arrays, never run)",
+    ])
 
 
 def _status_and_records(summary: dict[str, Any]) -> tuple[str, str]:

@@ -38,6 +38,9 @@ class FileBytes:
     def read(self, entry: SourceEntry) -> bytearray:
         return read_framed(os.path.join(self.root, *entry.path.split("/")))
 
+    def prefetch(self, entries: Sequence[SourceEntry]) -> None:
+        """Nothing to fetch ahead: reads are local."""
+
     def close(self) -> None:
         """Nothing to release: each file is opened and closed as it is read."""
 

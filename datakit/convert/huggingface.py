@@ -101,6 +101,9 @@ class ArrowBytes:
                            "does not exist")
         return read_framed(located)
 
+    def prefetch(self, entries: Sequence[SourceEntry]) -> None:
+        """Nothing to fetch ahead: reads are local."""
+
     def close(self) -> None:
         self._opened.clear()
 

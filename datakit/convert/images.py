@@ -36,7 +36,7 @@ from datakit.convert.downscale import (
     needs_downscaling,
 )
 from datakit.convert.exif import UNKNOWN, orientation_in_bytes, orientation_of
-from datakit.convert.pixels import framed_pixels, has_deep_samples, is_16_bit_png
+from datakit.convert.pixels import FramedPixels, framed_pixels, has_deep_samples, is_16_bit_png
 from datakit.decode import HIGH_BIT_DEPTH_MODES, PixelScaleError, decode_colour_jpeg, rgb_pixels
 from datakit.headers import ImageHeader, jpeg_scan_start, sniff_header
 from datakit.records import HEADER_SIZE, PayloadKind
@@ -48,6 +48,7 @@ __all__ = [
     "SourceImage",
     "read_source_image",
     "check_source_image",
+    "pixel_image",
     "read_framed",
 ]
 
@@ -158,6 +159,20 @@ def check_source_image(framed: bytearray, options: ImageOptions) -> SourceImage:
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         with Image.open(io.BytesIO(data)) as opened:
             return _checked_by_pillow(opened, framed, orientation, deep, options)
+
+
+def pixel_image(framed: FramedPixels, options: ImageOptions) -> SourceImage:
+    """Raw RGB pixels a source handed over as an array (the pickle recipe's), stored as a raw record.
+
+    Raises:
+        BadImage: the conversion stores encoded files (a store keeps one
+            payload kind), or the image has more than ``max_pixels`` pixels.
+    """
+    if options.kind is not PayloadKind.RAW:
+        raise BadImage("a pixel array, in a conversion that stores encoded files; convert with --format raw "
+                       "(format='raw') to store pixel arrays")
+    _check_pixels(framed.width, framed.height, options.max_pixels)
+    return SourceImage(framed, PayloadKind.RAW, framed.width, framed.height, 3, "array")
 
 
 def _checked_by_header(framed: bytearray, header: ImageHeader, orientation: int, deep: bool,

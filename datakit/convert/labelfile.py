@@ -36,7 +36,7 @@ from datakit.convert.source import SourceEntry, SourceFolder, normalise_extensio
 from datakit.errors import LabelFileError, SourceError
 
 __all__ = ["LabelRow", "LabelFile", "LabelledFolder", "read_label_file", "label_scan_rules",
-           "labelled_folder", "sorted_classes", "class_order", "in_class_order"]
+           "labelled_folder", "labelled_entries", "sorted_classes", "class_order", "in_class_order"]
 
 _JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _CSV_SEPARATOR = ";"
@@ -280,3 +280,25 @@ def _image_files(root: str, extensions: tuple[str, ...]) -> list[str]:
             if name.lower().endswith(extensions):
                 found.append(os.path.relpath(os.path.join(directory, name), root).replace(os.sep, "/"))
     return found
+
+
+def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFolder:
+    """The entries a label file names in ``source`` (by their names), in the file's order.
+
+    A name the source does not hold becomes an entry with no location, skipped
+    and listed when read; entries the file does not name are counted as unlisted.
+    """
+    found = {entry.path: entry.location for entry in source.entries}
+    classes = label_file.classes
+    position = {name: label for label, name in enumerate(classes)}
+    multi = label_file.multi_label
+    entries = []
+    for row in label_file.rows:
+        indices = tuple(sorted(position[name] for name in row.labels))
+        entries.append(SourceEntry(row.path, indices[0], indices if multi else (), found.get(row.path, ())))
+    named = {row.path for row in label_file.rows}
+    unlisted = [entry.path for entry in source.entries if entry.path not in named]
+    return LabelledFolder(source.root, classes, entries, ignored=source.ignored,
+                          class_order=class_order(classes), kind=source.kind, reader=source.reader,
+                          rejected=source.rejected, label_file=label_file.path, unlisted=unlisted,
+                          multi_label=multi)

@@ -40,8 +40,9 @@ from datakit.convert.report import ConversionReport, checked, scanned_report
 from datakit.convert.run import start_run
 from datakit.convert.source import SourceFolder
 from datakit.convert.sources import SourceChoice, scan_source
+from datakit.convert.store_sources import StoreChoice
 from datakit.errors import DatakitWarning
-from datakit.stores import given_options
+from datakit.stores import given_options, is_mongodb_uri
 from datakit.stores.contract import StoreSpec
 from datakit.stores.state import ConversionSettings
 
@@ -69,9 +70,12 @@ def convert(
     append: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = COMMIT_RECORDS,
-    source_kind: Literal["folder", "huggingface", "webdataset"] | None = None,
+    source_kind: str | None = None,
     image_column: str | None = None,
     label_column: str | None = None,
+    class_name: str | None = None,
+    index: str | os.PathLike[str] | None = None,
+    source_collection: str | None = None,
 ) -> ConversionReport:
     """Pack the image folder (or Hugging Face dataset, or WebDataset shards) ``src`` into the store ``dest``.
 
@@ -137,11 +141,23 @@ def convert(
             every 2 seconds). Smaller commits lose less work to a crash and
             cost more syncs.
         source_kind: what ``src`` is, when what it holds is ambiguous:
-            ``"folder"``, ``"huggingface"`` or ``"webdataset"``; detected by default.
+            ``"folder"``, ``"huggingface"``, ``"webdataset"``, ``"recipe_lmdb"``,
+            ``"image_lmdb"`` or ``"recipe_mongo"``; detected by default.
         image_column: a Hugging Face dataset's ``Image`` column (default ``"image"``).
         label_column: a Hugging Face dataset's label column, or the key of a
             WebDataset sample's ``.json`` label (default ``"label"``; a
             ``.cls`` member comes first). Not with ``labels``.
+        class_name: the class of every image of an LMDB of encoded images
+            (not with ``labels``, which then names the LMDB's keys).
+        index: the pickle recipe's JSON index (``path_list``, ``label_list``)
+            of the MongoDB collection ``source_collection``, when ``src`` is
+            that server's ``mongodb://`` URI (naming the database).
+        source_collection: the recipe's collection of ``{img_name, bson_img}`` documents.
+
+    The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
+    encoded images are imported too, and its values unpickled through an
+    allow-list only, never run (:mod:`datakit.convert.store_sources`); pixel
+    arrays are stored as raw records whatever ``format`` says.
 
     Returns:
         A :class:`ConversionReport`.
@@ -170,11 +186,14 @@ def convert(
                      commit_every=commit_every, workers=workers, max_pixels=max_pixels, max_side=max_side,
                      quality=quality)
     started = time.perf_counter()
-    root = os.path.abspath(os.path.expanduser(os.fspath(src)))
+    given = os.fspath(src)
+    root = given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
-    check_outside_source(root, spec)
+    if not is_mongodb_uri(root):
+        check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
-    choice = SourceChoice(source_kind, image_column, label_column)
+    store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
+    choice = SourceChoice(source_kind, image_column, label_column, store)
     folder, rules = scan_source(root, labels, extensions, choice)
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
@@ -218,8 +237,9 @@ def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpo
                      max_side: int | None, quality: int) -> ConversionSettings:
     """The settings this conversion asks for (a resumed store must have been started with them)."""
     multi = isinstance(folder, LabelledFolder) and folder.multi_label
-    return ConversionSettings(folder.root, folder.classes, format, rules, exif_transpose, max_side or 0,
-                              quality if max_side else 0, "multi" if multi else "single")
+    payload = folder.payload_kind or format
+    return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
+                               quality if max_side else 0, "multi" if multi else "single")
 
 
 def _hidden_class_warning(folder: SourceFolder, name: str) -> str:

@@ -16,7 +16,7 @@ from PIL import Image
 from datakit.decode import HIGH_BIT_DEPTH_MODES
 from datakit.records import HEADER_SIZE
 
-__all__ = ["is_16_bit_png", "has_deep_samples", "framed_pixels"]
+__all__ = ["is_16_bit_png", "has_deep_samples", "framed_pixels", "FramedPixels", "framed_array"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _BITS_PER_SAMPLE = 258  # the TIFF tag
@@ -44,4 +44,22 @@ def framed_pixels(pixels: np.ndarray) -> bytearray:
     (:func:`~datakit.records.seal_record` then makes them the record without copying them again)."""
     framed = bytearray(HEADER_SIZE + pixels.nbytes)
     np.frombuffer(framed, dtype=np.uint8, offset=HEADER_SIZE).reshape(pixels.shape)[...] = pixels
+    return framed
+
+
+
+class FramedPixels(bytearray):
+    """Raw RGB pixels (``height x width x 3``, uint8) after room for a record header, as a source
+    reader hands them over (a pickled pixel array): stored as a raw record, not checked as a file.
+    Made by :func:`framed_array`."""
+
+    height: int = 0
+    width: int = 0
+
+
+def framed_array(pixels: np.ndarray) -> FramedPixels:
+    """``(height, width, 3)`` uint8 pixels copied once after room for a record header."""
+    framed = FramedPixels(HEADER_SIZE + pixels.nbytes)
+    np.frombuffer(framed, dtype=np.uint8, offset=HEADER_SIZE).reshape(pixels.shape)[...] = pixels
+    framed.height, framed.width = int(pixels.shape[0]), int(pixels.shape[1])
     return framed

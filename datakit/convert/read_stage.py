@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from datakit.convert.downscale import DEFAULT_QUALITY
 from datakit.convert.entry_bytes import EntryBytes
-from datakit.convert.images import BadImage, ImageOptions, check_source_image
+from datakit.convert.images import BadImage, ImageOptions, check_source_image, pixel_image
+from datakit.convert.pixels import FramedPixels
 from datakit.convert.reader_pool import ReaderPool
 from datakit.convert.source import SourceEntry
 from datakit.records import PayloadKind, seal_record
@@ -116,8 +117,10 @@ def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
 def _read_chunk(entries: Sequence[SourceEntry], options: ReadOptions,
                 indices: list[int]) -> list[ReadOutcome]:
     """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
+    chunk = [entries[index] for index in indices]
+    options.source.prefetch(chunk)
     with _pillow_pixel_limit(options.image.max_pixels):
-        return [_read_one(entries[index], options) for index in indices]
+        return [_read_one(entry, options) for entry in chunk]
 
 
 @contextlib.contextmanager
@@ -141,7 +144,11 @@ def _pillow_pixel_limit(max_pixels: int) -> Iterator[None]:
 
 def _read_one(entry: SourceEntry, options: ReadOptions) -> ReadOutcome:
     try:
-        image = check_source_image(options.source.read(entry), options.image)
+        framed = options.source.read(entry)
+        if isinstance(framed, FramedPixels):
+            image = pixel_image(framed, options.image)
+        else:
+            image = check_source_image(framed, options.image)
     except BadImage as exc:
         return ReadOutcome(entry, error=str(exc))
     record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,

@@ -29,7 +29,7 @@ before them (sorted relative paths, GIFs included) can be continued.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -89,6 +89,11 @@ class EntryBytes(Protocol):
         """
         ...
 
+    def prefetch(self, entries: Sequence[SourceEntry]) -> None:
+        """A hint that ``entries`` are read next, in this order: a source that fetches over a network
+        (:class:`~datakit.convert.recipe_mongo.MongoImages`) fetches them in one query."""
+        ...
+
     def close(self) -> None:
         """Release what this process opened (the next :meth:`read` opens it again)."""
         ...
@@ -140,12 +145,17 @@ class SourceFolder:
             sort of folder names), or ``"numeric"`` (a label file whose labels
             are all integers, :mod:`datakit.convert.labelfile`).
         kind: what the source is: ``"folder"`` (image files), ``"huggingface"``
-            (a ``datasets`` dataset on disk) or ``"webdataset"`` (tar shards).
+            (a ``datasets`` dataset on disk), ``"webdataset"`` (tar shards), or an
+            existing store: ``"recipe_lmdb"``, ``"image_lmdb"``, ``"recipe_mongo"``.
         reader: how a reader process gets an entry's bytes; ``None`` for image
             files under ``root`` (:func:`datakit.convert.entry_bytes.entry_bytes`).
         rejected: ``(name, reason)`` of each image the scan found but cannot
             convert (a dataset row without a label, a tar shard that ends
             early); reported as skipped.
+        payload_kind: ``"raw"`` when the source's images are pixel arrays,
+            which are stored as raw records whatever format was asked for;
+            ``""`` to store them as asked (the pickle recipe's stores,
+            :mod:`datakit.convert.recipe_lmdb`).
     """
 
     root: str
@@ -159,6 +169,7 @@ class SourceFolder:
     kind: str = "folder"
     reader: EntryBytes | None = None
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    payload_kind: str = ""
 
     def hidden_classes(self) -> list[str]:
         """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to

@@ -7,6 +7,9 @@ SRC is told apart by what it holds (:func:`detect_kind`), or by
   ``dataset_info.json``, ``state.json`` or ``dataset_dict.json``), or
   ``.parquet`` / ``.arrow`` files (:mod:`datakit.convert.huggingface`);
 - ``"webdataset"``: ``.tar`` shards (:mod:`datakit.convert.webdataset`);
+- ``"recipe_lmdb"``, ``"image_lmdb"``: an LMDB the pickle recipe wrote, or one
+  whose values are encoded images; ``"recipe_mongo"``: a ``mongodb://`` URI, the
+  recipe's MongoDB layout (:mod:`datakit.convert.store_sources`);
 - ``"folder"``: anything else, an image folder (:mod:`datakit.convert.source`).
 
 Every kind yields the same :class:`~datakit.convert.source.SourceFolder` of
@@ -24,20 +27,19 @@ from dataclasses import dataclass
 
 from datakit.convert.huggingface import SAVED_MARKERS, TABLE_SUFFIXES, scan_huggingface
 from datakit.convert.labelfile import (
-    LabelFile,
-    LabelledFolder,
-    class_order,
     label_scan_rules,
+    labelled_entries,
     labelled_folder,
     read_label_file,
 )
-from datakit.convert.source import SourceEntry, SourceFolder, scan_folder, scan_rules
+from datakit.convert.source import SourceFolder, scan_folder, scan_rules
+from datakit.convert.store_sources import STORE_KINDS, StoreChoice, scan_store, store_kind
 from datakit.convert.webdataset import SHARD_SUFFIX, scan_webdataset
 from datakit.errors import SourceError, Spelling, option
 
 __all__ = ["SOURCE_KINDS", "SourceChoice", "detect_kind", "scan_source"]
 
-SOURCE_KINDS = ("folder", "huggingface", "webdataset")
+SOURCE_KINDS = ("folder", "huggingface", "webdataset", *STORE_KINDS)
 """The kinds of source a conversion reads."""
 
 _KIND = Spelling("source_kind=", "--source-kind")
@@ -52,11 +54,14 @@ class SourceChoice:
         image_column: a Hugging Face dataset's ``Image`` column (``"image"``).
         label_column: a Hugging Face dataset's label column, or the key of a
             WebDataset sample's ``.json`` label (``"label"``).
+        store: the options of an existing store's import
+            (:mod:`datakit.convert.store_sources`).
     """
 
     kind: str | None = None
     image_column: str | None = None
     label_column: str | None = None
+    store: StoreChoice = StoreChoice()
 
 
 def detect_kind(root: str) -> str:
@@ -64,8 +69,11 @@ def detect_kind(root: str) -> str:
 
     Raises:
         SourceError: ``root`` holds several kinds (say which with ``source_kind``),
-            or is a file of none.
+            or is a file of none, or an LMDB of no layout datakit imports.
     """
+    stored = store_kind(root)
+    if stored is not None:
+        return stored
     if os.path.isfile(root):
         lower = root.lower()
         if lower.endswith(SHARD_SUFFIX):
@@ -73,7 +81,8 @@ def detect_kind(root: str) -> str:
         if lower.endswith(TABLE_SUFFIXES):
             return "huggingface"
         raise SourceError(f"{root} is a file, not an image folder; datakit converts a folder, .tar shards "
-                          "(WebDataset) or .parquet/.arrow files (Hugging Face)")
+                          "(WebDataset), .parquet/.arrow files (Hugging Face) or an LMDB file (the pickle "
+                          "recipe's, or one of encoded images)")
     try:
         names = os.listdir(root)
     except OSError as exc:
@@ -107,8 +116,12 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     if choice.kind is not None and choice.kind not in SOURCE_KINDS:
         raise ValueError(f"source_kind must be one of {', '.join(SOURCE_KINDS)}, not {choice.kind!r}")
     kind = choice.kind or detect_kind(root)
-    _check_choice(root, kind, choice, labels, extensions)
     label_file = read_label_file(labels) if labels is not None else None
+    if kind in STORE_KINDS:
+        given: dict[str, object] = {"extensions": extensions, "image_column": choice.image_column,
+                 "label_column": choice.label_column}
+        return scan_store(root, kind, choice.store, label_file, given)
+    _check_choice(root, kind, choice, labels, extensions)
     if kind == "folder":
         if label_file is not None:
             return labelled_folder(root, label_file, tuple(extensions)), label_scan_rules(label_file)
@@ -124,31 +137,13 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     return labelled_entries(folder, label_file), f"{rules} {label_scan_rules(label_file)}"
 
 
-def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFolder:
-    """The entries a label file names in ``source`` (by their names), in the file's order.
-
-    A name the source does not hold becomes an entry with no location, skipped
-    and listed when read; entries the file does not name are counted as unlisted.
-    """
-    found = {entry.path: entry.location for entry in source.entries}
-    classes = label_file.classes
-    position = {name: label for label, name in enumerate(classes)}
-    multi = label_file.multi_label
-    entries = []
-    for row in label_file.rows:
-        indices = tuple(sorted(position[name] for name in row.labels))
-        entries.append(SourceEntry(row.path, indices[0], indices if multi else (), found.get(row.path, ())))
-    named = {row.path for row in label_file.rows}
-    unlisted = [entry.path for entry in source.entries if entry.path not in named]
-    return LabelledFolder(source.root, classes, entries, ignored=source.ignored,
-                          class_order=class_order(classes), kind=source.kind, reader=source.reader,
-                          rejected=source.rejected, label_file=label_file.path, unlisted=unlisted,
-                          multi_label=multi)
-
-
 def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
                   extensions: Sequence[str]) -> None:
     """Refuse options that do not apply to the source's kind, naming them."""
+    for name, value in vars(choice.store).items():
+        if value is not None:
+            raise SourceError(f"{name} applies to existing stores (the pickle recipe's, image LMDBs), not to "
+                              f"{root} ({kind})")
     given = {"image_column": choice.image_column, "label_column": choice.label_column}
     if kind == "folder":
         for name, value in given.items():

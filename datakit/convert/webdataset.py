@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from datakit.convert.entry_bytes import files_digest
@@ -71,6 +72,9 @@ class TarBytes:
         if filled < len(framed):
             raise BadImage(f"truncated: the shard ends {len(framed) - filled} bytes before the member does")
         return framed
+
+    def prefetch(self, entries: Sequence[SourceEntry]) -> None:
+        """Nothing to fetch ahead: reads are local."""
 
     def close(self) -> None:
         """Nothing to release: each read opens and closes its shard."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["not_a_store_message"]
+__all__ = ["not_a_store_message", "foreign_message"]
 
 _DATA_FILE = "data.mdb"
 
@@ -43,3 +43,12 @@ def not_a_store_message(path: str) -> str:
     return (f"{path} is a folder without a datakit store in it (no {_DATA_FILE}); name the folder of a "
             "store made by `datakit convert SRC DEST` (a folder of images is converted with "
             f"`datakit convert {path} DEST`)")
+
+
+def foreign_message(path: str) -> str | None:
+    """One line naming the layout of an LMDB someone else wrote at ``path`` (the pickle recipe's, or
+    one of encoded images) and the ``datakit convert`` command that imports it; ``None`` when
+    ``path`` holds none (:mod:`datakit.convert.foreign_lmdb` knows the layouts)."""
+    from datakit.convert.foreign_summary import foreign_lmdb_message
+
+    return foreign_lmdb_message(path)

@@ -31,7 +31,7 @@ from datakit.stores.lmdb.layout import (
 )
 from datakit.stores.lmdb.location import LMDBLocation
 from datakit.stores.lmdb.lock import lock_holder
-from datakit.stores.lmdb.pathkind import not_a_store_message
+from datakit.stores.lmdb.pathkind import foreign_message, not_a_store_message
 from datakit.stores.refusals import check_range, incomplete_message, missing_source_message
 from datakit.stores.state import progress_source
 
@@ -60,7 +60,7 @@ class LMDBReader(StoreReader):
         if not os.path.exists(path):
             raise StoreNotFoundError(f"no store at {path}; create one with `datakit convert SRC {path}`")
         if not self.spec.is_lmdb_store():
-            raise StoreError(not_a_store_message(path))
+            raise StoreError(foreign_message(path) or not_a_store_message(path))
         self._env = environments.acquire(path)
         self._closed = False
 
@@ -69,7 +69,8 @@ class LMDBReader(StoreReader):
         with self._begin() as txn:
             raw, progress, foreign = txn.get(MANIFEST), txn.get(PROGRESS), is_foreign(txn)
         if foreign:
-            raise StoreError(f"{path} is not a datakit store ({FOREIGN})")
+            self.close()  # one environment per path and process: let the layout be read
+            raise StoreError(foreign_message(path) or f"{path} is not a datakit store ({FOREIGN})")
         if raw is None:
             raise IncompleteStoreError(incomplete_message(self.spec, progress_source(load_progress(progress)),
                                                           lock_holder(path)))
