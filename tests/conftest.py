@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,14 @@ from tests.mongo_server import mongo_store_location, mongo_uri  # noqa: F401  (f
 
 CLASSES = ("bird", "cat", "dog")
 PER_CLASS = 8
+
+# A suite started in the background (``cmd &``, ``nohup``, some CI runners) inherits SIGINT ignored, and
+# so would every process a test starts: Python keeps an ignored SIGINT ignored, and the Ctrl-C tests
+# would wait for an interrupt that never comes. A handler (unlike SIG_IGN) is reset to the default
+# when a child executes, so installing Python's own here gives every started process the SIGINT a
+# terminal gives it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
