@@ -14,6 +14,7 @@ from pymongo import MongoClient
 
 import datakit
 from datakit.cli import cli
+from datakit.errors import StoreError
 from tests.helpers import stored_sources
 from tests.source_builders import image_bytes
 
@@ -81,3 +82,18 @@ def test_inspect_names_a_recipe_collection_and_the_command(tmp_path, mongo_store
     assert lines[2:4] == ["records     7", "keys        0.jpg, 1.jpg, 2.jpg, 3.jpg, 4.jpg, ..."]
     assert lines[4].endswith(f"/{database} NEW --source-collection recipe --index INDEX.json")
     assert lines[4].startswith("import      datakit convert mongodb://")
+
+
+def test_a_dataset_on_a_recipe_collection_names_the_import_never_an_overwrite(mongo_store_location):
+    """The generic answer for a collection without a manifest advises `--overwrite`, which would
+    destroy the recipe's images; a recipe collection gets the import command instead."""
+    _recipe_collection(mongo_store_location, [{"img_name": f"{n}.jpg", "bson_img": Binary(image_bytes(n))}
+                                              for n in range(3)])
+    with pytest.raises(StoreError) as refused:
+        datakit.MongoDataset(mongo_store_location["uri"], database=mongo_store_location["database"],
+                             collection="recipe")
+    message = str(refused.value)
+    assert "pickle-recipe MongoDB collection" in message and "--overwrite" not in message
+    assert "datakit convert mongodb://" in message
+    assert "--source-collection recipe --index INDEX.json" in message
+    assert "\n" not in message

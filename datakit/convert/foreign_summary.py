@@ -17,7 +17,7 @@ from datakit.convert.recipe_mongo import MongoImages, mongo_source_name
 from datakit.errors import StoreError
 from datakit.stores.contract import StoreSpec
 
-__all__ = ["foreign_summary", "foreign_lmdb_message"]
+__all__ = ["foreign_summary", "foreign_lmdb_message", "foreign_mongo_message"]
 
 
 def foreign_lmdb_message(path: str) -> str | None:
@@ -51,6 +51,17 @@ def _summary(spec: StoreSpec, found: ForeignLMDB) -> dict[str, Any]:
                             "sample_keys": found.sample_keys, "detail": found.detail,
                             "command": found.command()})
     return summary
+
+
+def foreign_mongo_message(spec: StoreSpec) -> str | None:
+    """One line saying that the collection of ``spec`` is the pickle recipe's and how to import it
+    (``None``: it is not)."""
+    summary = _mongo_summary(spec)
+    if summary is None:
+        return None
+    foreign = summary["foreign"]
+    return (f"{spec.describe()} is a pickle-recipe MongoDB collection ({foreign['detail']}; "
+            f"{foreign['records']} records), not a datakit store; import it with `{foreign['command']}`")
 
 
 def _mongo_summary(spec: StoreSpec) -> dict[str, Any] | None:

@@ -76,6 +76,12 @@ class MongoReader(StoreReader):
                                                           current_holder(self._connection, lease)))
         names = self._connection.call(lambda: self._connection.database().list_collection_names())
         if collection in names:
+            # A collection someone else wrote: never advise --overwrite for one that datakit imports.
+            from datakit.convert.foreign_summary import foreign_mongo_message
+
+            foreign = foreign_mongo_message(self.spec)
+            if foreign is not None:
+                raise StoreError(foreign)
             raise IncompleteStoreError(
                 f"{where} has no datakit manifest: it was not written by `datakit convert`, "
                 "or its conversion never committed; convert into it with "
