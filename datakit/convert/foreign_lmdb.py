@@ -29,9 +29,10 @@ from datakit.convert.images import BadImage
 from datakit.convert.recipe_values import framed_image, is_pixel_array, load_value
 from datakit.convert.safe_unpickle import RefusedPickle, safe_loads
 from datakit.convert.source import SourceEntry
+from datakit.errors import SourceError
 
-__all__ = ["RECIPE", "IMAGES", "UNKNOWN", "ForeignLMDB", "LMDBValues", "open_foreign", "classify_lmdb",
-           "image_format", "recipe_keys", "data_file", "SAMPLE_KEYS"]
+__all__ = ["RECIPE", "IMAGES", "UNKNOWN", "ForeignLMDB", "LMDBValues", "open_foreign", "open_source",
+           "classify_lmdb", "image_format", "recipe_keys", "data_file", "SAMPLE_KEYS"]
 
 RECIPE = "recipe_lmdb"
 IMAGES = "image_lmdb"
@@ -96,6 +97,18 @@ def open_foreign(path: str) -> lmdb.Environment:
     """
     return lmdb.open(path, subdir=os.path.isdir(path), readonly=True, lock=False, readahead=False,
                      meminit=False, max_readers=1, max_dbs=0)
+
+
+def open_source(path: str) -> lmdb.Environment:
+    """:func:`open_foreign` for a conversion's source.
+
+    Raises:
+        SourceError: ``path`` is not an LMDB environment (LMDB's own reason given).
+    """
+    try:
+        return open_foreign(path)
+    except lmdb.Error as exc:
+        raise SourceError(f"{path} cannot be opened as an LMDB environment: {exc}") from None
 
 
 def classify_lmdb(path: str) -> ForeignLMDB | None:

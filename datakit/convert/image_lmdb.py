@@ -22,10 +22,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import lmdb
-
 from datakit.convert.entry_bytes import files_digest
-from datakit.convert.foreign_lmdb import LMDBValues, data_file, open_foreign
+from datakit.convert.foreign_lmdb import LMDBValues, data_file, open_source
 from datakit.convert.labelfile import LabelFile, label_scan_rules, labelled_entries
 from datakit.convert.recipe_lmdb import source_name
 from datakit.convert.source import SourceEntry, SourceFolder
@@ -73,10 +71,7 @@ def scan_image_lmdb(root: str, class_name: str | None,
 
 def _keys(root: str) -> list[str]:
     """Every key of the environment, in order, as text (one read transaction, values not read)."""
-    try:
-        env = open_foreign(root)
-    except lmdb.Error as exc:
-        raise SourceError(f"{root} cannot be opened as an LMDB environment: {exc}") from None
+    env = open_source(root)
     try:
         with env.begin(buffers=True) as txn:
             raw = [bytes(key) for key in txn.cursor().iternext(keys=True, values=False)]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import lmdb
 
 from datakit.convert.entry_bytes import files_digest
-from datakit.convert.foreign_lmdb import LMDBValues, data_file, open_foreign, recipe_keys
+from datakit.convert.foreign_lmdb import LMDBValues, data_file, open_source, recipe_keys
 from datakit.convert.images import BadImage
 from datakit.convert.labelfile import class_order, sorted_classes
 from datakit.convert.recipe_values import is_pixel_array, load_value
@@ -61,10 +61,7 @@ def scan_recipe_lmdb(root: str) -> tuple[SourceFolder, str]:
         SourceError: ``root`` is not an LMDB, or its ``__keys__`` cannot be read safely.
     """
     stem = source_name(root)
-    try:
-        env = open_foreign(root)
-    except lmdb.Error as exc:
-        raise SourceError(f"{root} cannot be opened as an LMDB environment: {exc}") from None
+    env = open_source(root)
     try:
         with env.begin(buffers=True) as txn:
             try:
