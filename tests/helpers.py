@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import lmdb
+
+import datakit
 from datakit.stores.lmdb import LMDBSpec
 
 
@@ -21,6 +24,28 @@ def stored_sources(store: Path) -> list[str]:
     """The source path of every record of an LMDB store, in index order."""
     with LMDBSpec(str(store)).open_reader() as reader:
         return reader.source_paths(range(len(reader)))
+
+
+def stored_samples(store: Path, output: str = "bytes") -> list[tuple[Any, int]]:
+    """Every ``(image, label)`` of an LMDB store in index order, the image as ``output`` gives it
+    (``"bytes"``: as ``bytes``)."""
+    dataset = datakit.LMDBDataset(store, output=output)
+    try:
+        samples = [dataset[index] for index in range(len(dataset))]
+    finally:
+        dataset.close()
+    return [(bytes(image) if output == "bytes" else image, int(label)) for image, label in samples]
+
+
+def write_lmdb(path: Path, values: dict[bytes, bytes], subdir: bool) -> Path:
+    """An LMDB environment at ``path`` (a folder, or a single file with ``subdir`` false) holding
+    ``values``, as a program other than datakit writes one."""
+    env = lmdb.open(str(path), subdir=subdir, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        for key, value in values.items():
+            txn.put(key, value)
+    env.close()
+    return path
 
 
 PAUSING_CONVERSION = """

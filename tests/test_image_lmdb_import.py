@@ -6,28 +6,14 @@ LSUN's are, in both ``subdir`` forms.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import lmdb
 import pytest
 from click.testing import CliRunner
 
 import datakit
 from datakit.cli import cli
 from datakit.errors import SourceError
-from tests.helpers import stored_sources
+from tests.helpers import stored_sources, write_lmdb
 from tests.source_builders import image_bytes
-
-
-def _image_lmdb(path: Path, values: dict[bytes, bytes], subdir: bool) -> Path:
-    if subdir:
-        path.mkdir()
-    env = lmdb.open(str(path), subdir=subdir, map_size=1 << 26)
-    with env.begin(write=True) as txn:
-        for key, value in values.items():
-            txn.put(key, value)
-    env.close()
-    return path
 
 
 def _webp(count: int, offset: int) -> dict[bytes, bytes]:
@@ -39,8 +25,8 @@ def _webp(count: int, offset: int) -> dict[bytes, bytes]:
 def test_two_image_lmdbs_with_class_and_append_build_a_two_class_store(tmp_path, subdir):
     bedroom = _webp(5, 0)
     church = _webp(3, 0)  # the same keys as bedroom's: told apart by the source's name
-    _image_lmdb(tmp_path / "bedroom_lmdb", bedroom, subdir)
-    _image_lmdb(tmp_path / "church_lmdb", church, subdir)
+    write_lmdb(tmp_path / "bedroom_lmdb", bedroom, subdir)
+    write_lmdb(tmp_path / "church_lmdb", church, subdir)
     runner = CliRunner()
     first = runner.invoke(cli, ["convert", str(tmp_path / "bedroom_lmdb"), str(tmp_path / "new"),
                                 "--class", "bedroom"])
@@ -60,7 +46,7 @@ def test_two_image_lmdbs_with_class_and_append_build_a_two_class_store(tmp_path,
 
 def test_labels_file_keyed_by_source_key_and_non_images_skipped(tmp_path):
     values = {b"a": image_bytes(1, "PNG"), b"b": b"not an image at all", b"c": image_bytes(2, "JPEG")}
-    source = _image_lmdb(tmp_path / "imgs", {**values, b"d": image_bytes(3)}, subdir=False)
+    source = write_lmdb(tmp_path / "imgs", {**values, b"d": image_bytes(3)}, subdir=False)
     labels = tmp_path / "labels.csv"
     labels.write_text("path,label\nc,dog\na,cat\nb,cat\n")
     report = datakit.convert(source, tmp_path / "new", labels=labels)
@@ -76,7 +62,7 @@ def test_labels_file_keyed_by_source_key_and_non_images_skipped(tmp_path):
 
 
 def test_an_image_lmdb_without_labels_is_refused_and_inspect_names_it(tmp_path):
-    source = _image_lmdb(tmp_path / "bedroom_lmdb", _webp(6, 0), subdir=True)
+    source = write_lmdb(tmp_path / "bedroom_lmdb", _webp(6, 0), subdir=True)
     with pytest.raises(SourceError, match="give the class of all its images with --class NAME"):
         datakit.convert(source, tmp_path / "new")
     result = CliRunner().invoke(cli, ["inspect", str(source)])

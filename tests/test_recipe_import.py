@@ -15,7 +15,6 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-import lmdb
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -23,7 +22,7 @@ from click.testing import CliRunner
 import datakit
 from datakit.cli import cli
 from datakit.errors import SourceError, StoreError
-from tests.helpers import kill_conversion_at, stored_sources
+from tests.helpers import kill_conversion_at, stored_samples, stored_sources, write_lmdb
 from tests.source_builders import image_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,15 +45,6 @@ def _image_folder(root: Path, per_class: int = 4) -> Path:
     return root
 
 
-def _write_lmdb(path: Path, values: dict[bytes, bytes], subdir: bool) -> Path:
-    env = lmdb.open(str(path), subdir=subdir, map_size=1 << 26)
-    with env.begin(write=True) as txn:
-        for key, value in values.items():
-            txn.put(key, value)
-    env.close()
-    return path
-
-
 def _recipe_values(items: list[Any], keys: list[bytes] | None = None,
                    length: Any = None) -> dict[bytes, bytes]:
     """Values as the recipe writes them: each item pickled under its index, and ``__keys__``/``__len__``."""
@@ -64,14 +54,6 @@ def _recipe_values(items: list[Any], keys: list[bytes] | None = None,
     values[b"__keys__"] = pickle.dumps(keys)
     values[b"__len__"] = pickle.dumps(len(keys) if length is None else length)
     return values
-
-
-def _stored(store: Path, output: str = "bytes") -> list[tuple[Any, int]]:
-    dataset = datakit.LMDBDataset(store, output=output)
-    try:
-        return [(dataset[index][0], int(dataset[index][1])) for index in range(len(dataset))]
-    finally:
-        dataset.close()
 
 
 def _skipped(report: datakit.ConversionReport) -> dict[str, str]:
@@ -91,7 +73,7 @@ def test_recipe_store_imports_sample_for_sample(tmp_path, subdir):
     expected = recipe.PickleLMDBDataset(str(old))
     with expected.env.begin() as txn:  # the recipe's own values, which this test wrote
         values = [pickle.loads(txn.get(key)) for key in expected.keys]
-    stored = _stored(tmp_path / "new")
+    stored = stored_samples(tmp_path / "new")
     assert [(bytes(image), label) for image, label in stored] == [(raw, label) for raw, label in values]
     dataset = datakit.LMDBDataset(tmp_path / "new")
     assert dataset.classes == ["0", "1", "2"]
@@ -103,9 +85,9 @@ def test_order_is_the_recipe_keys_order_and_integer_labels_sort_as_numbers(tmp_p
     images = [image_bytes(seed) for seed in range(4)]
     keys = [b"3", b"10", b"0", b"2"]
     labels = [10, 2, 0, 2]
-    _write_lmdb(tmp_path / "old", _recipe_values(list(zip(images, labels, strict=True)), keys), subdir=False)
+    write_lmdb(tmp_path / "old", _recipe_values(list(zip(images, labels, strict=True)), keys), subdir=False)
     datakit.convert(tmp_path / "old", tmp_path / "new")
-    stored = _stored(tmp_path / "new")
+    stored = stored_samples(tmp_path / "new")
     dataset = datakit.LMDBDataset(tmp_path / "new")
     classes = list(dataset.classes)
     dataset.close()
@@ -125,10 +107,10 @@ def test_pixel_arrays_become_raw_records_whatever_their_layout(tmp_path, subdir)
     old = tmp_path / "arrays.lmdb"
     if subdir:
         old.mkdir()
-    _write_lmdb(old, _recipe_values([(array, number) for number, array in enumerate(arrays)]), subdir)
+    write_lmdb(old, _recipe_values([(array, number) for number, array in enumerate(arrays)]), subdir)
     report = datakit.convert(old, tmp_path / "new")  # format "encoded" asked for: arrays are stored raw
     assert (report.total, report.skipped) == (5, [])
-    stored = _stored(tmp_path / "new", output="numpy")
+    stored = stored_samples(tmp_path / "new", output="numpy")
     assert [label for _, label in stored] == [0, 1, 2, 3, 4]
     for (pixels, _), want in zip(stored, expected, strict=True):
         np.testing.assert_array_equal(pixels, want)
@@ -151,14 +133,14 @@ def test_a_hostile_pickle_never_runs_but_the_recipe_reader_runs_it(tmp_path):
     marker = tmp_path / "pwned"
     images = [image_bytes(seed) for seed in range(3)]
     items: list[Any] = [(images[0], 0), (_CreatesFile(marker), 1), (images[2], 1)]
-    old = _write_lmdb(tmp_path / "old.lmdb", _recipe_values(items), subdir=False)
+    old = write_lmdb(tmp_path / "old.lmdb", _recipe_values(items), subdir=False)
     report = datakit.convert(old, tmp_path / "new")
     result = CliRunner().invoke(cli, ["inspect", str(old)])
     assert not marker.exists()  # neither the scan, the readers nor inspect ran it
     assert report.total == 2
     reason = _skipped(report)["old.lmdb/1"]
     assert "refused pickle" in reason and HOSTILE_GLOBAL in reason
-    assert [bytes(image) for image, _ in _stored(tmp_path / "new")] == [images[0], images[2]]
+    assert [bytes(image) for image, _ in stored_samples(tmp_path / "new")] == [images[0], images[2]]
     assert result.exit_code == 3
     recipe = _recipe()
     with pytest.raises(OSError):  # the recipe's reader runs it, then finds no image in what it returned
@@ -190,7 +172,7 @@ def _bad_values() -> tuple[dict[bytes, bytes], dict[str, str]]:
 
 def test_bad_records_are_skipped_and_listed_by_key_with_nothing_written(tmp_path):
     values, expected = _bad_values()
-    old = _write_lmdb(tmp_path / "old", values, subdir=True)
+    old = write_lmdb(tmp_path / "old", values, subdir=True)
     report = datakit.convert(old, tmp_path / "new")
     skipped = _skipped(report)
     assert set(skipped) == set(expected)
@@ -207,7 +189,7 @@ def test_bad_records_are_skipped_and_listed_by_key_with_nothing_written(tmp_path
 @pytest.mark.parametrize("length", [2, 5], ids=["shorter", "longer"])
 def test_len_disagreeing_with_keys_is_listed(tmp_path, length):
     images = [image_bytes(seed) for seed in range(3)]
-    old = _write_lmdb(tmp_path / "old", _recipe_values([(image, 0) for image in images], length=length), True)
+    old = write_lmdb(tmp_path / "old", _recipe_values([(image, 0) for image in images], length=length), True)
     report = datakit.convert(old, tmp_path / "new")
     skipped = _skipped(report)
     if length == 2:
@@ -220,10 +202,10 @@ def test_len_disagreeing_with_keys_is_listed(tmp_path, length):
 def test_unreadable_keys_and_unknown_layouts_are_refused_in_one_line(tmp_path):
     hostile = _recipe_values([(image_bytes(0), 0)])
     hostile[b"__keys__"] = pickle.dumps(_CreatesFile(tmp_path / "pwned"))
-    _write_lmdb(tmp_path / "keys", hostile, subdir=False)
+    write_lmdb(tmp_path / "keys", hostile, subdir=False)
     with pytest.raises(SourceError, match="no layout datakit imports: a __keys__ entry datakit cannot read"):
         datakit.convert(tmp_path / "keys", tmp_path / "new")
-    _write_lmdb(tmp_path / "other", {b"a": b"\x00\x01text", b"b": b"more"}, subdir=False)
+    write_lmdb(tmp_path / "other", {b"a": b"\x00\x01text", b"b": b"more"}, subdir=False)
     result = CliRunner().invoke(cli, ["convert", str(tmp_path / "other"), str(tmp_path / "new2")])
     assert result.exit_code == 1
     assert result.output.count("\n") == 1 and "of no layout datakit imports" in result.output
@@ -234,8 +216,8 @@ def test_unreadable_keys_and_unknown_layouts_are_refused_in_one_line(tmp_path):
 
 def test_inspect_and_the_dataset_name_the_layout_and_the_command(tmp_path):
     values = _recipe_values([(image_bytes(n), n % 2) for n in range(7)])
-    old = _write_lmdb(tmp_path / "old.lmdb", values, False)
-    arrays = _write_lmdb(tmp_path / "arrays", _recipe_values([(np.zeros((2, 2), np.uint8), 0)]), False)
+    old = write_lmdb(tmp_path / "old.lmdb", values, False)
+    arrays = write_lmdb(tmp_path / "arrays", _recipe_values([(np.zeros((2, 2), np.uint8), 0)]), False)
     result = CliRunner().invoke(cli, ["inspect", str(old)])
     assert result.exit_code == 3
     assert result.output.splitlines()[:5] == [
@@ -259,10 +241,10 @@ def test_inspect_and_the_dataset_name_the_layout_and_the_command(tmp_path):
 def test_an_import_killed_midway_resumes_to_the_same_store(tmp_path):
     images = [image_bytes(seed) for seed in range(40)]
     values = _recipe_values([(image, n % 3) for n, image in enumerate(images)])
-    old = _write_lmdb(tmp_path / "old", values, True)
+    old = write_lmdb(tmp_path / "old", values, True)
     kill_conversion_at(old, tmp_path / "new", stop_at=17, workers=1)
     with pytest.raises(datakit.errors.IncompleteStoreError):
         datakit.LMDBDataset(tmp_path / "new")
     report = datakit.convert(old, tmp_path / "new", resume=True)
     assert report.resumed_from > 0 and report.total == 40
-    assert [bytes(image) for image, _ in _stored(tmp_path / "new")] == images
+    assert [bytes(image) for image, _ in stored_samples(tmp_path / "new")] == images

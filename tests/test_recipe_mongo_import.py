@@ -15,7 +15,7 @@ from pymongo import MongoClient
 import datakit
 from datakit.cli import cli
 from datakit.errors import StoreError
-from tests.helpers import stored_sources
+from tests.helpers import stored_samples, stored_sources
 from tests.source_builders import image_bytes
 
 pytestmark = pytest.mark.integration
@@ -32,14 +32,6 @@ def _recipe_collection(location: dict[str, str], documents: list[dict[str, Any]]
 def _index(path: Path, paths: list[Any], labels: list[Any]) -> Path:
     path.write_text(json.dumps({"path_list": paths, "label_list": labels}))
     return path
-
-
-def _stored(store: Path) -> list[tuple[bytes, int]]:
-    dataset = datakit.LMDBDataset(store, output="bytes")
-    try:
-        return [(bytes(dataset[i][0]), int(dataset[i][1])) for i in range(len(dataset))]
-    finally:
-        dataset.close()
 
 
 def test_recipe_collection_imports_in_index_order_with_bad_documents_listed(tmp_path, mongo_store_location):
@@ -67,7 +59,7 @@ def test_recipe_collection_imports_in_index_order_with_bad_documents_listed(tmp_
     classes = list(dataset.classes)
     dataset.close()
     assert classes == ["0", "5", "10"]
-    assert _stored(tmp_path / "new") == [(images[name], classes.index(str(label)))
+    assert stored_samples(tmp_path / "new") == [(images[name], classes.index(str(label)))
                                          for name, label in zip(names, labels[:len(names)], strict=True)]
 
 
