@@ -26,13 +26,13 @@ the transport never waits for itself.
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 import torch.utils.data
 
@@ -40,6 +40,7 @@ from datakit.loader.batchpath import BatchInfo, ShapeChanged, batch_steps, suppo
 from datakit.loader.collate import is_default_collate
 from datakit.loader.epoch_seed import epoch_seed
 from datakit.loader.fetch import MapFetcher
+from datakit.loader.lease import leased_tensor
 from datakit.loader.protocol import BatchInSlot, SlotTask
 
 __all__ = ["SlotBuffers", "BatchSlots", "SlotFetcher", "batch_sample_shape"]
@@ -148,31 +149,16 @@ class BatchSlots:
         return payload
 
 
-class _SlotLease:
-    """Exports a slot's rows to numpy, and gives the slot back when the last view of them is gone."""
-
-    def __init__(self, rows: np.ndarray, returned: collections.deque[int], slot: int) -> None:
-        self.__array_interface__ = rows.__array_interface__
-        self._rows = rows  # keeps the shared memory mapped while lent
-        self._returned = returned
-        self._slot = slot
-
-    def __del__(self) -> None:
-        self._returned.append(self._slot)  # deque.append is atomic: no lock in a finaliser
-
-
 def lend(rows: torch.Tensor, returned: collections.deque[int], slot: int) -> torch.Tensor:
     """A tensor over ``rows`` of ``slot`` itself, not a copy; ``slot`` goes to ``returned`` when it dies.
 
-    The tensor holds a numpy array whose base is a :class:`_SlotLease`; the
-    tensor's views and slices hold the same storage, so the slot comes back
-    only when the batch and everything cut from it are gone. The main
-    process then never copies a batch: it reads the workers' memory. A user
-    who keeps many batches holds many slots; tasks sent while none is free
-    travel the ordinary way, so nothing waits for a lent slot.
+    The slot comes back only when the batch and everything cut from it are
+    gone (:mod:`datakit.loader.lease`). The main process then never copies a
+    batch: it reads the workers' memory. A user who keeps many batches holds
+    many slots; tasks sent while none is free travel the ordinary way, so
+    nothing waits for a lent slot.
     """
-    lease = _SlotLease(rows.numpy(), returned, slot)
-    return torch.from_numpy(np.asarray(lease))
+    return leased_tensor(rows.numpy(), functools.partial(returned.append, slot))
 
 
 def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:

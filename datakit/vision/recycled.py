@@ -8,34 +8,22 @@ batch before it asks for the one after next, so the memory of a batch that
 is gone can take the next batch as it is.
 
 Reuse is safe only when nothing can still read the old batch: every tensor
-handed out here holds a numpy array whose base is a :class:`_Lease`, and its
-views and slices share that storage, so the lease (and with it the memory)
-comes back only once the batch and everything cut from it are gone.
+handed out here is leased (:mod:`datakit.loader.lease`), so its memory comes
+back only once the batch and everything cut from it are gone.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any
 
 import numpy as np
 import torch
 
+from datakit.loader.lease import leased_tensor
+
 __all__ = ["RecycledOutputs"]
-
-
-class _Lease:
-    """Exports an array to numpy and gives it back to the free list when the last view is gone."""
-
-    def __init__(self, array: np.ndarray, free: collections.deque[np.ndarray], keep: int) -> None:
-        self.__array_interface__ = array.__array_interface__
-        self._array = array  # owns the memory while lent
-        self._free = free
-        self._keep = keep
-
-    def __del__(self) -> None:
-        if len(self._free) < self._keep:  # deque.append is atomic: no lock in a finaliser
-            self._free.append(self._array)
 
 
 class RecycledOutputs:
@@ -63,7 +51,11 @@ class RecycledOutputs:
                 break  # arrays of another shape (a last, shorter batch) are released
         if array is None:
             array = np.empty(shape, dtype=numpy_dtype)
-        return torch.from_numpy(np.asarray(_Lease(array, self._free, self._keep)))
+        return leased_tensor(array, functools.partial(self._give_back, array))
+
+    def _give_back(self, array: np.ndarray) -> None:
+        if len(self._free) < self._keep:  # deque.append is atomic: no lock in a finaliser
+            self._free.append(array)
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy (in another process) starts with no free memory of its own."""
