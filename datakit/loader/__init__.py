@@ -33,6 +33,7 @@ with conversion); ``scripts/import_graph.py`` checks that. One module per job:
 * ``fatal``: a worker's death and the descriptor limit, in torch's words.
 * ``batchpath``: the Protocols of datasets that read whole batches into slots (and finish them).
 * ``slots``: batch-native transport through shared-memory slots.
+* ``lease``: tensors over borrowed memory, handed back when the last view is gone.
 * ``device``: the thin CUDA layer and its CPU stand-in.
 * ``staging``: pinned buffer ring and one-batch-ahead device copies.
 * ``batch_stages``: a batch's settle, pin and stage steps, one object per iterator.
