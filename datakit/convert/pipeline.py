@@ -239,7 +239,7 @@ def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpo
     multi = isinstance(folder, LabelledFolder) and folder.multi_label
     payload = folder.payload_kind or format
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
-                               quality if max_side else 0, "multi" if multi else "single")
+                              quality if max_side else 0, "multi" if multi else "single")
 
 
 def _hidden_class_warning(folder: SourceFolder, name: str) -> str:
