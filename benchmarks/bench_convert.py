@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pickle_recipe import folder_to_lmdb
 
 import datakit
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 
 def contenders(workers: int) -> dict[str, Callable[[str, str], object]]:

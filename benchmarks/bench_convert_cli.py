@@ -8,7 +8,7 @@ its range, and the store's size:
 - ``--workers 1`` (everything in the one process);
 - ``--max-side 256`` (default options, images over 256 px stored downscaled).
 
-The folder is :func:`datakit.synthetic.make_photo_folder`'s (JPEGs of photo-like
+The folder is :func:`datakit.tools.synthetic.make_photo_folder`'s (JPEGs of photo-like
 content, sides 300-500 px, quality 90), made once under ``--scratch``.
 
     .venv/bin/python benchmarks/bench_convert_cli.py [--images 3000] [--repeats 3] [--scratch DIR]
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from datakit.synthetic import make_photo_folder
+from datakit.tools.synthetic import make_photo_folder
 
 CONTENDERS = {
     "default options": [],

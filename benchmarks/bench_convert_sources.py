@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import datakit
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 SHARD_SAMPLES = 1000
 

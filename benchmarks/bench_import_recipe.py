@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import datakit
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 
 def _recipe() -> Any:

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 import datakit
-from datakit.manifest import Manifest, Stats
-from datakit.records import PayloadKind, encode_record
+from datakit.format.manifest import Manifest, Stats
+from datakit.format.records import PayloadKind, encode_record
 from datakit.stores.lmdb import LMDBSpec
 from datakit.stores.state import ConversionSettings, PendingRecord
 

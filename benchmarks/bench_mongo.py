@@ -34,10 +34,10 @@ from pymongo.errors import PyMongoError
 from torch.utils.data import DataLoader, Dataset
 
 import datakit
-from datakit.decode import record_to_array
-from datakit.manifest import record_key
-from datakit.records import decode_record
-from datakit.synthetic import make_image_folder
+from datakit.format.decoding import record_to_array
+from datakit.format.manifest import record_key
+from datakit.format.records import decode_record
+from datakit.tools.synthetic import make_image_folder
 
 COLLECTION = "bench"
 DATABASE = "datakit_bench"

@@ -37,7 +37,7 @@ import torch
 import torch.utils.data as tud
 
 import datakit
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 
 def copy_bandwidth(nbytes: int, repeats: int = 50) -> dict[str, float]:

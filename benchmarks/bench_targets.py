@@ -40,10 +40,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _procfs import child_pids, cpu_seconds
 
 import datakit
-from datakit.decode import record_to_array
-from datakit.manifest import record_key
-from datakit.records import decode_record
-from datakit.synthetic import make_image_folder
+from datakit.format.decoding import record_to_array
+from datakit.format.manifest import record_key
+from datakit.format.records import decode_record
+from datakit.tools.synthetic import make_image_folder
 
 BATCH, WORKERS = 256, 2
 

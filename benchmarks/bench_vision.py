@@ -241,7 +241,7 @@ def _own_cpu() -> float:
 
 def prepare(scratch: str, images: int) -> tuple[str, str]:
     """The photo folder and its LMDB store, made once and reused."""
-    from datakit.synthetic import make_photo_folder
+    from datakit.tools.synthetic import make_photo_folder
 
     folder, store = os.path.join(scratch, f"photos-{images}"), os.path.join(scratch, f"photos-{images}.lmdb")
     if not os.path.isdir(folder):

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from torch.utils.data import Sampler
 
-from datakit.loader.batch_sampler import BatchSampler
-from datakit.loader.distributed import DistributedSampler, DistributedWeightedSampler
-from datakit.loader.index_samplers import (
+from datakit.loader.sampling.batch_sampler import BatchSampler
+from datakit.loader.sampling.distributed import DistributedSampler, DistributedWeightedSampler
+from datakit.loader.sampling.index import (
     RandomSampler,
     SequentialSampler,
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
-from datakit.loader.lazy_sampler import LazyRandomSampler
+from datakit.loader.sampling.lazy import LazyRandomSampler
 
 __all__ = [
     "Sampler",

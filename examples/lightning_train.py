@@ -25,7 +25,7 @@ import lightning
 import torch
 
 import datakit
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 CLASSES = ("circle", "square", "triangle")
 

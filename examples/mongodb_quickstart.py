@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import datakit
 from datakit.errors import DatakitError, StoreUnavailableError
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 DEFAULT_DATABASE = "datakit_examples"
 

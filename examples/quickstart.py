@@ -17,7 +17,7 @@ import time
 
 import datakit
 from datakit.cli._output import human_bytes
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 import datakit
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 
 EPOCHS, BATCH, CHECKPOINT_EVERY = 3, 32, 5
 

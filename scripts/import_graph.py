@@ -19,9 +19,12 @@ What it does (standard library only, ``ast``-based):
 * Prints every cycle (one per strongly connected component, with the line of
   each edge and whether it is type-only or inside a function).
 * Checks the layers (:data:`LAYERS`): ``loader/`` imports nothing else from
-  the package but ``procs/`` (the engine knows no stores), and ``procs/``
-  (process plumbing shared by the loader and conversion) imports nothing else
-  from it at all. Every import statement counts, as for cycles.
+  the package but ``procs/`` (the engine knows no stores), and its rooms
+  stack as ``sampling/`` < ``resume/`` < ``workers/`` < ``transport/`` < the
+  front door; ``procs/`` (process plumbing shared by the loader and
+  conversion) imports nothing else from it at all; ``format/`` (the record
+  vocabulary) and ``stores/`` never import the stages above them. Every
+  import statement counts, as for cycles.
 * Reports private names used across objects: ``x._name`` where ``x`` is not
   ``self``, ``cls``, ``super()``, ``type(self)`` or the enclosing class (reads
   and writes), ``from m import _name``, and imports of private modules
@@ -57,8 +60,19 @@ from pathlib import Path
 ALLOW_MARK = "import-graph: allow-private"
 PUBLIC_UNDERSCORE_NAMES = frozenset({"_fields", "_replace", "_asdict", "_make", "_field_defaults"})
 OWN_NAMES = frozenset({"self", "cls", "mcs", "metacls"})
-# Subpackage -> the subpackages its modules may import from the package (itself included).
-LAYERS = {"loader": ("loader", "procs"), "procs": ("procs",)}
+# Room -> the rooms its modules may import from the package (itself included). A module belongs to the
+# longest room its dotted path starts with, so ``loader.sampling`` is held to its own rule and the rest of
+# ``loader`` (the front door: dataloader, iterators, plan) to ``loader``'s.
+LAYERS = {
+    "procs": ("procs",),
+    "loader": ("loader", "procs"),
+    "loader.sampling": ("loader.sampling",),
+    "loader.resume": ("loader.resume", "loader.sampling"),
+    "loader.workers": ("loader.workers", "loader.resume", "loader.sampling", "procs"),
+    "loader.transport": ("loader.transport", "loader.workers", "loader.resume", "loader.sampling", "procs"),
+    "format": ("format", "errors", "version"),
+    "stores": ("stores", "format", "errors", "version"),
+}
 
 
 @dataclass(frozen=True)
@@ -348,15 +362,28 @@ def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
     return [start]
 
 
+def _within(parts: list[str], room: str) -> bool:
+    """Whether the module path ``parts`` (without the package's name) lies in ``room`` (dotted)."""
+    prefix = room.split(".")
+    return parts[:len(prefix)] == prefix
+
+
+def room_of(module: str) -> str | None:
+    """The room of :data:`LAYERS` that holds ``module`` (the longest that matches), if any."""
+    parts = module.split(".")[1:]
+    rooms = [room for room in LAYERS if _within(parts, room)]
+    return max(rooms, key=len) if rooms else None
+
+
 def layer_breaks(edges: list[Edge]) -> list[Edge]:
-    """The import statements that leave their subpackage's layer (:data:`LAYERS`)."""
+    """The import statements that leave their room's layer (:data:`LAYERS`)."""
     broken = []
     for edge in edges:
-        source = edge.source.split(".")
-        if len(source) < 2 or source[1] not in LAYERS:
+        room = room_of(edge.source)
+        if room is None:
             continue
-        target = edge.target.split(".")
-        if len(target) < 2 or target[1] not in LAYERS[source[1]]:
+        target = edge.target.split(".")[1:]
+        if not any(_within(target, allowed) for allowed in LAYERS[room]):
             broken.append(edge)
     return broken
 

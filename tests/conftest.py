@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import datakit
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 from tests.mongo_server import mongo_store_location, mongo_uri  # noqa: F401  (fixtures)
 
 CLASSES = ("bird", "cat", "dog")

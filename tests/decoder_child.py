@@ -1,7 +1,7 @@
 """A child process that calls datakit's JPEG binding with whatever arguments it is sent.
 
 The fuzz suite (tests/test_hostile_fuzz.py) sends adversarial arguments to
-``datakit.vision._jpeg``'s ``decode_region`` and ``decode_image``: a crash in C
+``datakit.format._jpeg``'s ``decode_region`` and ``decode_image``: a crash in C
 (a segfault, an abort) then ends this process, which the test sees and reports
 with the arguments, instead of ending the test run. It imports only numpy and
 the binding, so that it starts fast under ``spawn``.
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-import datakit.vision._jpeg as binding  # import-graph: allow-private: the binding under test
+import datakit.format._jpeg as binding  # import-graph: allow-private: the binding under test
 
 
 def make_buffer(kind: str, size: int) -> Any:

@@ -23,9 +23,9 @@ import numpy as np
 from hypothesis import strategies as st
 from PIL import Image
 
-from datakit.headers import sniff_header
-from datakit.records import PayloadKind, encode_record
-from datakit.synthetic import photo_pixels
+from datakit.format.headers import sniff_header
+from datakit.format.records import PayloadKind, encode_record
+from datakit.tools.synthetic import photo_pixels
 
 Draw = Callable[..., Any]
 Mutator = Callable[[bytes, Draw], bytes]

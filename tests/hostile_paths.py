@@ -25,11 +25,11 @@ import torch
 import datakit
 from datakit import vision as T
 from datakit.errors import DatakitError
-from datakit.headers import sniff_header
-from datakit.manifest import record_key
-from datakit.records import PayloadKind, decode_record, encode_record
+from datakit.format.headers import sniff_header
+from datakit.format.jpeg import decode_image
+from datakit.format.manifest import record_key
+from datakit.format.records import PayloadKind, decode_record, encode_record
 from datakit.vision import FusedDecoder, compile_transform
-from datakit.vision.jpeg import decode_image
 from datakit.vision.randomness import SampleRandom
 
 HANG_SECONDS = 60

@@ -13,8 +13,8 @@ from typing import Any
 import lmdb
 from hypothesis import strategies as st
 
-from datakit.manifest import record_key
-from datakit.records import decode_record
+from datakit.format.manifest import record_key
+from datakit.format.records import decode_record
 from tests.hostile_mutators import (
     MUTATORS,
     SIDES,

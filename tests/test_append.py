@@ -20,7 +20,7 @@ import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, StoreNotFoundError
 from datakit.stores import resolve_store
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 from tests.conftest import source_files
 
 PAUSING_APPEND = """

@@ -90,7 +90,7 @@ def test_unexpected_errors_are_one_line_unless_debug(lmdb_store, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr("datakit.inspection.inspect", broken)
+    monkeypatch.setattr("datakit.tools.inspection.inspect", broken)
     result = run("inspect", lmdb_store)
     assert result.exit_code == 1 and "bug in datakit" in result.output and "--debug" in result.output
     debug = CliRunner().invoke(cli, ["--debug", "inspect", str(lmdb_store)])
@@ -101,21 +101,21 @@ def test_debug_is_taken_after_the_subcommand_too(lmdb_store, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr("datakit.inspection.inspect", broken)
+    monkeypatch.setattr("datakit.tools.inspection.inspect", broken)
     debug = CliRunner().invoke(cli, ["inspect", str(lmdb_store), "--debug"])
     assert isinstance(debug.exception, ZeroDivisionError), debug.output
     assert "--debug" in run("inspect", "--help").output
 
 
 @pytest.mark.parametrize(("command", "interrupted", "expected"), [
-    (["convert", "{folder}", "{tmp}/s"], "datakit.convert.pipeline.convert",
+    (["convert", "{folder}", "{tmp}/s"], "datakit.conversion.pipeline.convert",
      "conversion interrupted; rerun the same command with --resume to finish it"),
-    (["export", "{store}", "{tmp}/out"], "datakit.exporting.export",
+    (["export", "{store}", "{tmp}/out"], "datakit.tools.export.exporting.export",
      "export interrupted; {tmp}/out is unfinished: rerun the same command with --resume to finish it"),
-    (["inspect", "{store}", "--verify"], "datakit.inspection.inspect",
+    (["inspect", "{store}", "--verify"], "datakit.tools.inspection.inspect",
      "verification interrupted; nothing was changed"),
-    (["inspect", "{store}"], "datakit.inspection.inspect", "inspect interrupted; nothing was changed"),
-    (["bench", "{store}", "--quiet"], "datakit.benchmark.run_benchmark", "benchmark interrupted"),
+    (["inspect", "{store}"], "datakit.tools.inspection.inspect", "inspect interrupted; nothing was changed"),
+    (["bench", "{store}", "--quiet"], "datakit.tools.benchmark.run_benchmark", "benchmark interrupted"),
 ], ids=["convert", "export", "verify", "inspect", "bench"])
 def test_ctrl_c_says_what_the_interrupted_command_leaves(image_folder, lmdb_store, tmp_path, monkeypatch,
                                                         command, interrupted, expected):
@@ -183,7 +183,7 @@ def test_bench_runs_start_their_workers_as_the_callers_default_does(lmdb_store):
 def test_bench_on_photos_of_mixed_sizes_runs_the_train_pipeline_without_options(tmp_path):
     """A store of photos of several sizes cannot be batched as it is; bench says so and compares the
     train pipeline (torchvision's when it imports, else datakit.vision's operations unfused)."""
-    from datakit.synthetic import make_photo_folder
+    from datakit.tools.synthetic import make_photo_folder
 
     make_photo_folder(tmp_path / "photos", images=12, classes=2, sides=(60, 90))
     datakit.convert(tmp_path / "photos", tmp_path / "photos.lmdb", workers=1)
@@ -281,7 +281,7 @@ def test_inspect_says_what_a_path_that_holds_no_store_is(lmdb_store, tmp_path):
 def test_bench_says_in_its_result_what_torch_ran_and_what_samples_per_second_counts(tmp_path):
     """Without torchvision, torch's loader runs datakit.vision's operations unfused: the result says
     so (text and --json), as it says when samples/s includes the start-up of a single epoch."""
-    from datakit.synthetic import make_photo_folder
+    from datakit.tools.synthetic import make_photo_folder
 
     make_photo_folder(tmp_path / "photos", images=8, classes=2, sides=(60, 90))
     datakit.convert(tmp_path / "photos", tmp_path / "photos.lmdb", workers=1)

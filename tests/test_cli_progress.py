@@ -61,8 +61,8 @@ def commands(image_folder: Path, grown_folder: Path, lmdb_store: Path) -> dict[s
         shutil.copytree(lmdb_store, tmp / "store")  # a store of image_folder, to append the added cats to
         return ["convert", str(grown_folder), str(tmp / "store"), "--append", "-j", "1"]
 
-    convert, export, inspect = "datakit.convert.pipeline.convert", "datakit.exporting.export", \
-        "datakit.inspection.inspect"
+    convert = "datakit.conversion.pipeline.convert"
+    export, inspect = "datakit.tools.export.exporting.export", "datakit.tools.inspection.inspect"
     return {
         "convert": Command(lambda tmp: ["convert", str(image_folder), str(tmp / "s"), "-j", "1"],
                            "converting", "images", GOOD, convert,

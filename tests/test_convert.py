@@ -149,7 +149,7 @@ def test_overwrite_replaces_and_resume_of_complete_store_does_nothing(image_fold
 
 
 def test_map_grows_instead_of_failing(tmp_path, monkeypatch):
-    from datakit.synthetic import make_image_folder
+    from datakit.tools.synthetic import make_image_folder
 
     initial = 256 << 10
     monkeypatch.setattr("datakit.stores.lmdb.writer._INITIAL_MAP_SIZE", initial)

@@ -22,7 +22,7 @@ from PIL import Image
 
 import datakit
 from datakit.cli import cli
-from datakit.convert.source import scan_folder
+from datakit.conversion.sources.folder import scan_folder
 from datakit.errors import ConversionError, InvalidLocationError, StoreError
 from tests.conftest import CLASSES, PER_CLASS
 from tests.helpers import kill_conversion_at, permissions_apply, run_obeying_permissions, stored_sources
@@ -302,7 +302,7 @@ def test_max_pixels_allows_big_images_and_the_skip_reason_names_it(tmp_path):
 
 def test_the_command_lines_default_limit_is_the_librarys():
     from datakit.cli.convert import convert_command
-    from datakit.convert.images import DEFAULT_MAX_PIXELS
+    from datakit.conversion.images.checks import DEFAULT_MAX_PIXELS
 
     (option,) = [param for param in convert_command.params if param.name == "max_pixels"]
     assert option.default == DEFAULT_MAX_PIXELS

@@ -1,4 +1,4 @@
-"""Decoding stored records (datakit.decode): every path gives Pillow's pixels."""
+"""Decoding stored records (datakit.format.decoding): every path gives Pillow's pixels."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import simplejpeg
 from PIL import Image
 
-from datakit.decode import HeaderSizeError, decode_jpeg_planes_into, record_to_array, record_to_pil
-from datakit.pixel_limit import ImageTooLarge
-from datakit.records import PayloadKind, decode_record, encode_record
+from datakit.format.bounds import ImageTooLarge
+from datakit.format.decoding import HeaderSizeError, decode_jpeg_planes_into, record_to_array, record_to_pil
+from datakit.format.records import PayloadKind, decode_record, encode_record
 
 
 def photo(mode: str, size=(67, 45)) -> Image.Image:

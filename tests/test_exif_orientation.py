@@ -21,7 +21,7 @@ from PIL import Image, ImageOps
 
 import datakit
 from datakit.cli import cli
-from datakit.convert.exif import ORIENTATION_TAG, orientation_in_bytes
+from datakit.conversion.images.exif import ORIENTATION_TAG, orientation_in_bytes
 from datakit.errors import ConversionError
 
 W, H = 48, 32

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from PIL import Image
 
 import datakit
-from datakit import export_folder
 from datakit.cli import cli
 from datakit.errors import CorruptRecordError, ExportError
-from datakit.records import decode_record
+from datakit.format.records import decode_record
 from datakit.stores import resolve_store
+from datakit.tools.export import folder as export_folder
 from tests.conftest import source_files
 
 

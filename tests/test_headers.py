@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from datakit.headers import sniff_header
+from datakit.format.headers import sniff_header
 
 
 def encode(mode: str, size: tuple[int, int], fmt: str, **options) -> bytes:

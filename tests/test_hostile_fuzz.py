@@ -39,8 +39,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import datakit
-from datakit.manifest import record_key
-from datakit.vision.jpeg import RegionDecoder, scaled_size
+from datakit.format.jpeg import RegionDecoder, scaled_size
+from datakit.format.manifest import record_key
 from tests import decoder_child
 from tests.hostile_mutators import (
     JPEG_MUTATORS,

@@ -32,9 +32,9 @@ from PIL import Image
 import datakit
 from datakit import vision as T
 from datakit.errors import CorruptRecordError, StoreError
-from datakit.manifest import record_key
-from datakit.records import PayloadKind, decode_record, encode_record
-from datakit.synthetic import photo_pixels
+from datakit.format.manifest import record_key
+from datakit.format.records import PayloadKind, decode_record, encode_record
+from datakit.tools.synthetic import photo_pixels
 
 OUTPUTS = ("pil", "numpy", "tensor")
 VAL = T.Compose([T.Resize(48), T.CenterCrop(48)])

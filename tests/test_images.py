@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datakit.convert import images
-from datakit.records import PayloadKind
+from datakit.conversion.images import checks as images
+from datakit.format.records import PayloadKind
 
 
 def saved_photo() -> bytes:

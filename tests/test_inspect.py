@@ -12,8 +12,8 @@ from PIL import Image
 
 import datakit
 from datakit.cli import cli
-from datakit.manifest import record_key
-from datakit.records import PayloadKind, encode_record
+from datakit.format.manifest import record_key
+from datakit.format.records import PayloadKind, encode_record
 from tests.conftest import CLASSES, PER_CLASS
 
 GOOD = len(CLASSES) * PER_CLASS
@@ -60,7 +60,7 @@ def test_preview_sheet_is_a_png_with_a_cell_per_sample(lmdb_store, tmp_path):
 
 
 def test_preview_takes_samples_from_every_class():
-    from datakit.inspection import _spread_over_classes
+    from datakit.tools.inspection import _spread_over_classes
 
     labels = np.array([0] * 10 + [1] * 3 + [2] * 10)
     chosen = _spread_over_classes(labels, 7)

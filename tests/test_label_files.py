@@ -184,7 +184,7 @@ def test_integer_labels_sort_as_numbers_and_inspect_says_so(fresh_folder, tmp_pa
 TEXT_ORDER_CONVERSION = """
 import json, sys
 import datakit
-from datakit.convert.labelfile import LabelFile
+from datakit.conversion.sources.labelfile import LabelFile
 # The class order of an earlier datakit: label names sorted as text, integers or not.
 LabelFile.classes = property(lambda self: sorted({n for r in self.rows for n in r.labels}))
 def progress(done, total):

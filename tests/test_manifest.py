@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datakit.errors import IncompatibleStoreError, StoreError
-from datakit.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest, Stats, record_key
 
 
 def make_manifest() -> Manifest:

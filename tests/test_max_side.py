@@ -14,7 +14,7 @@ import datakit
 import datakit.errors
 from datakit.cli import cli
 from datakit.stores.lmdb import LMDBSpec
-from datakit.synthetic import photo_pixels
+from datakit.tools.synthetic import photo_pixels
 
 
 @pytest.fixture

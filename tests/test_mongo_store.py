@@ -39,7 +39,7 @@ from datakit.errors import (
 from datakit.stores import resolve_store
 from datakit.stores.mongo import writer as mongo_writer
 from datakit.stores.mongo.layout import GRIDFS_BUCKET, META_COLLECTION, progress_id
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 from tests.conftest import CLASSES, PER_CLASS, source_files
 
 pytestmark = pytest.mark.integration

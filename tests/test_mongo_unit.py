@@ -17,7 +17,7 @@ from pymongo import MongoClient
 from pymongo.errors import AutoReconnect, NetworkTimeout, OperationFailure
 
 from datakit.errors import CorruptRecordError, StoreError, StoreUnavailableError
-from datakit.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest, Stats, record_key
 from datakit.stores import resolve_store
 from datakit.stores.mongo import MongoSpec, make_spec
 from datakit.stores.mongo import connection as mongo_connection

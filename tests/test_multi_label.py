@@ -11,9 +11,9 @@ import torch
 import torch.utils.data
 
 import datakit
-import datakit.records
+import datakit.format.records
 from datakit.errors import IncompatibleStoreError
-from datakit.records import decode_record
+from datakit.format.records import decode_record
 from datakit.stores.lmdb import LMDBSpec
 from tests.test_label_files import kill_labelled_conversion_at, write_csv
 
@@ -82,7 +82,7 @@ def test_an_older_datakit_refuses_a_multi_label_store_and_says_to_upgrade(fresh_
     datakit.convert(fresh_folder, tmp_path / "multi", labels=write_multi_csv(tmp_path / "m.csv", rows),
                     workers=1)
     datakit.convert(fresh_folder, tmp_path / "single", workers=1)
-    monkeypatch.setattr(datakit.records, "FORMAT_VERSION", 1)  # a reader of the datakit before multi-label
+    monkeypatch.setattr(datakit.format.records, "FORMAT_VERSION", 1)  # an older reader
     words = r"format version 2; this datakit reads versions 1 to 1\. Upgrade datakit"
     with pytest.raises(IncompatibleStoreError, match=words):
         datakit.LMDBDataset(tmp_path / "multi")

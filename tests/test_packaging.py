@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 import datakit
 from datakit.cli import cli
-from datakit.info import Info, describe
-from datakit.vision.jpeg import RegionDecoder
+from datakit.format.jpeg import RegionDecoder
+from datakit.tools.info import Info, describe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +47,9 @@ def test_info_describes_this_installation():
 
 
 def test_info_is_the_function_even_after_its_module_is_imported():
-    """``datakit/info.py`` shares its name with the function: ``import datakit.info`` must not rebind it."""
-    code = ("import datakit.info, datakit; from datakit.info import info; "
+    """``datakit.info`` is the function, whatever was imported before: its module lives at
+    ``datakit/tools/info.py``, so importing it binds ``datakit.tools``, never ``datakit.info``."""
+    code = ("import datakit.tools.info, datakit; from datakit.tools.info import info; "
             "assert datakit.info is info and callable(datakit.info); print(sorted(datakit.info()))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -106,7 +107,7 @@ def build_wheel(tmp_path: Path, **env: str) -> tuple[str, list[str]]:
     sdists, wheels = list(dist.glob("datakit-*.tar.gz")), list(dist.glob("datakit-*.whl"))
     assert len(sdists) == 1 and len(wheels) == 1, sorted(os.listdir(dist))
     names = zipfile.ZipFile(wheels[0]).namelist()
-    assert {"datakit/py.typed", "datakit/info.py", "datakit/vision/_jpeg.pyi"} <= set(names)
+    assert {"datakit/py.typed", "datakit/tools/info.py", "datakit/format/_jpeg.pyi"} <= set(names)
     assert not [name for name in names if name.startswith("tests/") or name.endswith(".c")]
     return str(wheels[0]), names
 
@@ -148,7 +149,7 @@ def install_and_use(tmp_path: Path, wheel: str) -> list[str]:
     version = run_in_venv(command, "--version").splitlines()
     assert version[0] == f"datakit {datakit.__version__}"
     assert f"torch {torch.__version__} " in version[2]
-    run_in_venv(python, "-c", "from datakit.synthetic import make_image_folder; "
+    run_in_venv(python, "-c", "from datakit.tools.synthetic import make_image_folder; "
                               "make_image_folder('images', per_class=4, size=(48, 40))")
     run_in_venv(command, "convert", "images", "images.lmdb", "--workers", "1", "--quiet")
     read = run_in_venv(python, "-c", "\n".join([
@@ -165,7 +166,7 @@ def install_and_use(tmp_path: Path, wheel: str) -> list[str]:
 
 
 def has_region_decoder(names: list[str]) -> bool:
-    return any(name.startswith("datakit/vision/_jpeg.") and name.endswith(".so") for name in names)
+    return any(name.startswith("datakit/format/_jpeg.") and name.endswith(".so") for name in names)
 
 
 @pytest.mark.slow

@@ -24,9 +24,9 @@ from PIL import Image
 
 import datakit
 from datakit.cli import cli
-from datakit.decode import record_to_array, record_to_pil
 from datakit.errors import CorruptRecordError
-from datakit.records import PayloadKind, decode_record, encode_record
+from datakit.format.decoding import record_to_array, record_to_pil
+from datakit.format.records import PayloadKind, decode_record, encode_record
 
 H, W = 24, 40
 _ys, _xs = np.mgrid[0:H, 0:W]

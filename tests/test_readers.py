@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from datakit.convert.reader_pool import ReaderFailed, ReaderPool
+from datakit.conversion.reader_pool import ReaderFailed, ReaderPool
 
 
 def squares(indices: list[int]) -> list[tuple[int, int]]:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datakit.errors import CorruptRecordError, DatakitError, IncompatibleStoreError
-from datakit.records import (
+from datakit.format.records import (
     FORMAT_VERSION,
     HEADER_SIZE,
     PayloadKind,

@@ -13,7 +13,7 @@ import pytest
 
 import datakit
 from datakit.errors import IncompleteStoreError
-from datakit.synthetic import make_image_folder
+from datakit.tools.synthetic import make_image_folder
 from tests.helpers import stored_sources
 from tests.loader._loader_helpers import kill_parent_and_watch_workers, wait_until
 

@@ -3,7 +3,7 @@ import os
 import pytest
 from PIL import Image
 
-from datakit.convert.source import scan_folder
+from datakit.conversion.sources.folder import scan_folder
 from datakit.errors import SourceError
 
 

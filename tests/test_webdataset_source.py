@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 import datakit
-from datakit import export_webdataset
 from datakit.cli import cli
 from datakit.errors import ConversionError, ExportError, SourceError
+from datakit.tools.export import webdataset as export_webdataset
 from tests.helpers import kill_conversion_at, stored_sources
 from tests.source_builders import BROKEN_JPEG, image_bytes, write_shard
 
@@ -231,7 +231,7 @@ def test_shard_members_are_read_by_offset_without_the_converting_process_reading
     """The scan reads only headers and labels; images are read in the readers, by place."""
     data = image_bytes(5)
     shard = write_shard(tmp_path / "x.tar", [("k", {"jpg": data, "cls": "3"})])
-    from datakit.convert.webdataset import TarBytes, scan_webdataset
+    from datakit.conversion.sources.webdataset import TarBytes, scan_webdataset
 
     folder, rules = scan_webdataset(str(shard), "label")
     assert rules.startswith("webdataset label=label shards sha256:")

@@ -13,7 +13,7 @@ from datakit.cli.bench import bench_command
 from datakit.cli.convert import convert_command
 from datakit.cli.export import export_command
 from datakit.cli.inspect import inspect_command
-from datakit.info import describe, info
+from datakit.tools.info import describe, info
 
 __all__ = ["cli", "main"]
 

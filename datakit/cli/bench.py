@@ -42,8 +42,8 @@ def bench_command(store: str, backend_options: dict[str, str], batch_size: int, 
     says which), time to the first batch, and peak memory of the main process
     and of the largest worker. Ctrl-C stops the runs and prints one line.
     """
-    from datakit.benchmark import BenchSettings, run_benchmark
     from datakit.stores import resolve_store
+    from datakit.tools.benchmark import BenchSettings, run_benchmark
 
     output = Output(json=as_json, quiet=quiet)
     if pipeline is None and output_kind in ("tensor", "numpy"):

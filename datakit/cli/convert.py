@@ -15,12 +15,13 @@ from datakit.cli._output import Output, human_bytes
 __all__ = ["convert_command"]
 
 _SHOWN_SKIPS = 50
-_PILLOW_MAX_PIXELS = 89_478_485  # datakit.convert.images.DEFAULT_MAX_PIXELS, without importing Pillow here
+_PILLOW_MAX_PIXELS = 89_478_485  # conversion.images.checks.DEFAULT_MAX_PIXELS, without importing Pillow here
 
 
 def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
     """``.gif,.jfif`` → the extensions, checked; empty when the option is not given."""
-    from datakit.convert.source import IMG_EXTENSIONS, normalise_extensions
+    from datakit.conversion.sources.entries import IMG_EXTENSIONS
+    from datakit.conversion.sources.folder import normalise_extensions
 
     if not value:
         return ()
@@ -118,8 +119,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     skipped and listed; the conversion can be killed at any time and finished
     with --resume.
     """
-    from datakit.convert.destination import resolve_destination
-    from datakit.convert.pipeline import convert
+    from datakit.conversion.destination import resolve_destination
+    from datakit.conversion.pipeline import convert
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other; choose one")

@@ -38,8 +38,8 @@ def export_command(store: str, directory: str, backend_options: dict[str, str], 
     kill, a power loss) is finished with --resume. With --format webdataset
     the records go into DIR/shard-000000.tar, ... instead.
     """
-    from datakit.exporting import export
     from datakit.stores import resolve_store
+    from datakit.tools.export.exporting import export
 
     spec = resolve_store(store, backend_options)
     output = Output(json=as_json, quiet=quiet)

@@ -17,7 +17,7 @@ _SHOWN_BAD = 50
 
 def _check_preview(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """An extension that names no format is a usage error, found before the store is read."""
-    from datakit.inspection import preview_format
+    from datakit.tools.inspection import preview_format
 
     if value is not None:
         try:
@@ -49,8 +49,8 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     (its conversion was interrupted, or is still running), after printing
     the summary, so that scripts notice.
     """
-    from datakit.inspection import inspect
     from datakit.stores import resolve_store
+    from datakit.tools.inspection import inspect
 
     spec = resolve_store(store, backend_options)
     output = Output(json=as_json, quiet=quiet)

@@ -2,7 +2,7 @@
 
 A dataset holds a :class:`~datakit.stores.contract.StoreSpec`, never an open
 handle: each process opens its own reader on first use and again whenever it
-finds itself in a new process (:mod:`datakit.datasets.reading`), so a dataset
+finds itself in a new process (:mod:`datakit.datasets.error_budget`), so a dataset
 touched in the parent is still safe in ``fork``-ed workers, and pickles
 cleanly for ``spawn``. The manifest and the label table are read once, in the
 process that builds the dataset, and travel with it.
@@ -10,10 +10,10 @@ process that builds the dataset, and travel with it.
 Both :class:`datakit.DataLoader` and ``torch.utils.data.DataLoader`` call
 ``__getitems__`` with a whole batch of indices, which is one read
 transaction (LMDB) or one query (MongoDB) per batch. The parts: reading with
-the error budget (:mod:`~datakit.datasets.reading`), a record's checks and
+the error budget (:mod:`~datakit.datasets.error_budget`), a record's checks and
 decoding (:mod:`~datakit.datasets.samples`), path lookup
 (:mod:`~datakit.datasets.paths`) and batch reading
-(:mod:`~datakit.datasets.batches`).
+(:mod:`~datakit.datasets.batch_reading`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datakit.datasets.batches import batch_sample_shape, read_raw_batch_into
+from datakit.datasets.batch_reading import batch_sample_shape, read_raw_batch_into
+from datakit.datasets.error_budget import RecordReading
 from datakit.datasets.paths import PathLookup, SamplePaths
-from datakit.datasets.reading import RecordReading
 from datakit.datasets.samples import (
     OUTPUTS,
     OnError,
@@ -41,12 +41,12 @@ from datakit.datasets.samples import (
     record_label,
 )
 from datakit.errors import CorruptRecordError
-from datakit.loader.batchpath import BatchSteps
-from datakit.loader.collate import default_collate
-from datakit.manifest import Manifest
+from datakit.format.manifest import Manifest
+from datakit.loader.transport.collate import default_collate
+from datakit.loader.workers.batch_contract import BatchSteps
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
-from datakit.vision.fused_pipeline import FusedPipeline
+from datakit.vision.pipeline import FusedPipeline
 
 __all__ = ["StoreDataset"]
 
@@ -92,7 +92,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             (the original file's path), read from the store on access: a
             read-only :class:`~datakit.datasets.paths.SamplePaths` sequence.
         imgs: the same sequence, as ``ImageFolder.imgs``.
-        manifest: the store's :class:`~datakit.manifest.Manifest`.
+        manifest: the store's :class:`~datakit.format.manifest.Manifest`.
         errors_skipped: how many corrupt records this process skipped.
     """
 
@@ -218,7 +218,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         :class:`datakit.DataLoader` then has its workers call
         :meth:`read_batch_into` on preallocated shared memory instead of
         building, collating and pickling one tensor per sample; see
-        :func:`datakit.datasets.batches.batch_sample_shape` for when.
+        :func:`datakit.datasets.batch_reading.batch_sample_shape` for when.
         """
         return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
                                   self.target_transform)
@@ -259,7 +259,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         on the uint8 batch (in the worker, or on the GPU when the loader has a
         device), then ``Normalize``, what follows it and MixUp/CutMix, once per
         batch. None otherwise. The loader's optional hook
-        (``SupportsBatchFinish`` in ``datakit/loader/batchpath.py``).
+        (``SupportsBatchFinish`` in ``datakit/loader/workers/batch_contract.py``).
         """
         return self._fused.batch_steps() if self._fused is not None else None
 

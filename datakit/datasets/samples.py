@@ -1,7 +1,7 @@
 """From a record's bytes to a sample: the checks and decoding of one record, for a dataset.
 
 Every failure here is a :class:`~datakit.errors.CorruptRecordError` naming the
-record's key, which the dataset's error budget (:mod:`datakit.datasets.reading`)
+record's key, which the dataset's error budget (:mod:`datakit.datasets.error_budget`)
 either raises or skips: a record whose label disagrees with the store's label
 table, and a payload that passed its checksum but does not decode.
 """
@@ -13,17 +13,16 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from datakit.decode import (
+from datakit.errors import CorruptRecordError
+from datakit.format.decoding import (
     ImageShapeError,
     record_planes_into,
     record_to_array,
     record_to_pil,
     record_to_tensor,
 )
-from datakit.errors import CorruptRecordError
-from datakit.manifest import Manifest, record_key
-from datakit.record_checks import check_record
-from datakit.records import Record, decode_record
+from datakit.format.manifest import Manifest, check_record, record_key
+from datakit.format.records import Record, decode_record
 
 __all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "decoding",
            "planes_into"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from datakit.loader.datapipes import apply_shuffle, is_iter_datapipe
+from datakit.loader.sampling.datapipes import apply_shuffle, is_iter_datapipe
 
-__all__ = ["check_sampling_arguments", "check_worker_arguments", "prefetch_per_worker", "is_positive_int"]
+__all__ = ["check_sampling_arguments", "check_worker_arguments", "prefetch_per_worker"]
 
 # torch's default number of batches in flight per worker.
 DEFAULT_PREFETCH_FACTOR = 2
@@ -146,8 +146,3 @@ def prefetch_per_worker(prefetch_factor: int | None) -> int:
             f"the batches each worker loads in advance, but got prefetch_factor={prefetch_factor}"
         )
     return prefetch_factor
-
-
-def is_positive_int(value: object) -> bool:
-    """Whether ``value`` is an int above 0 (a bool is not an int here, as in torch's checks)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -29,14 +29,20 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from datakit.loader.arguments import check_sampling_arguments, check_worker_arguments
-from datakit.loader.batch_sampler import BatchSampler, InfiniteConstantSampler
-from datakit.loader.collate import default_collate, default_convert
-from datakit.loader.device import CpuBackend, CudaBackend, DeviceBackend, parse_device, select_backend
-from datakit.loader.index_samplers import RandomSampler, SequentialSampler
+from datakit.loader.epochs import EpochKeeper
 from datakit.loader.iterators import MultiProcessIterator, SingleProcessIterator
-from datakit.loader.lazy_sampler import LazyRandomSampler
 from datakit.loader.plan import LoaderPlan
-from datakit.loader.resume import EpochKeeper
+from datakit.loader.sampling.batch_sampler import BatchSampler, InfiniteConstantSampler
+from datakit.loader.sampling.index import RandomSampler, SequentialSampler
+from datakit.loader.sampling.lazy import LazyRandomSampler
+from datakit.loader.transport.collate import default_collate, default_convert
+from datakit.loader.transport.device import (
+    CpuBackend,
+    CudaBackend,
+    DeviceBackend,
+    parse_device,
+    select_backend,
+)
 
 __all__ = ["DataLoader"]
 
@@ -74,8 +80,8 @@ class DataLoader(TorchDataLoader[T]):
             ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).
         num_workers: Worker processes; 0 loads in the calling process.
         collate_fn: Builds a batch from a list of samples; defaults to
-            :func:`~datakit.loader.collate.default_collate` (or
-            :func:`~datakit.loader.collate.default_convert` without batching).
+            :func:`~datakit.loader.transport.collate.default_collate` (or
+            :func:`~datakit.loader.transport.collate.default_convert` without batching).
         pin_memory: Deliver CPU tensors in page-locked memory (pinned on a thread).
         drop_last: Drop a short final batch.
         timeout: Seconds to wait for a batch from the workers before raising; 0 waits forever.

@@ -1,12 +1,12 @@
 """The loader's iterators: one pass (epoch) over the data.
 
 Both work from the :class:`~datakit.loader.plan.LoaderPlan` the loader gives
-them, and report each pass to its :class:`~datakit.loader.resume.EpochKeeper`.
+them, and report each pass to its :class:`~datakit.loader.epochs.EpochKeeper`.
 :class:`SingleProcessIterator` fetches in the calling thread;
-:class:`MultiProcessIterator` drives a :class:`~datakit.loader.pool.WorkerPool`
-with a :class:`~datakit.loader.ordering.TaskLedger` and takes its results from
-a :class:`~datakit.loader.results.ResultSource` (the pool, or a pin thread).
-Both deliver through a :class:`~datakit.loader.batch_stages.BatchStages`
+:class:`MultiProcessIterator` drives a :class:`~datakit.loader.workers.pool.WorkerPool`
+with a :class:`~datakit.loader.workers.ordering.TaskLedger` and takes its results from
+a :class:`~datakit.loader.transport.results.ResultSource` (the pool, or a pin thread).
+Both deliver through a :class:`~datakit.loader.transport.stages.BatchStages`
 (settle, pin, stage). Random numbers are drawn in the order torch's iterators
 draw them: the sampler iterator is created, then the base seed is drawn from
 the loader's generator, then indices are drawn.
@@ -22,20 +22,20 @@ from collections.abc import Callable
 from typing import Any
 
 from datakit.loader.arguments import prefetch_per_worker
-from datakit.loader.batch_stages import BatchStages
-from datakit.loader.batchpath import batch_steps
-from datakit.loader.collate import is_default_collate
-from datakit.loader.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
-from datakit.loader.epoch_seed import epoch_seed_set
-from datakit.loader.fetch import Fetcher, IterableFetcher, MapFetcher
-from datakit.loader.ordering import END, Delivery, TaskLedger
+from datakit.loader.epochs import EpochKeeper
+from datakit.loader.resume.epoch_seed import epoch_seed_set
 from datakit.loader.plan import LoaderPlan
-from datakit.loader.pool import WorkerPool, resolve_context
-from datakit.loader.protocol import Exhausted, Resume, SlotTask
-from datakit.loader.results import ResultSource, WorkerResources
-from datakit.loader.resume import EpochKeeper
-from datakit.loader.slots import BatchSlots, SlotFetcher, batch_sample_shape
-from datakit.loader.worker import WorkerConfig, draw_base_seed
+from datakit.loader.sampling.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
+from datakit.loader.transport.collate import is_default_collate
+from datakit.loader.transport.results import ResultSource, WorkerResources
+from datakit.loader.transport.slots import BatchSlots, SlotFetcher, batch_sample_shape
+from datakit.loader.transport.stages import BatchStages
+from datakit.loader.workers.batch_contract import batch_steps
+from datakit.loader.workers.fetch import Fetcher, IterableFetcher, MapFetcher
+from datakit.loader.workers.messages import Exhausted, Resume, SlotTask
+from datakit.loader.workers.ordering import END, Delivery, TaskLedger
+from datakit.loader.workers.pool import WorkerPool, resolve_context
+from datakit.loader.workers.worker import WorkerConfig, draw_base_seed
 from datakit.procs.failure import WorkerFailure
 
 __all__ = ["SingleProcessIterator", "MultiProcessIterator"]

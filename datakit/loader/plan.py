@@ -3,7 +3,7 @@
 :class:`~datakit.DataLoader` validates its arguments and builds the samplers,
 the collate function and the device backends; :class:`LoaderPlan` carries the
 result to the iterators and to the epoch keeper
-(:class:`~datakit.loader.resume.EpochKeeper`), so neither reads the loader
+(:class:`~datakit.loader.epochs.EpochKeeper`), so neither reads the loader
 itself. The loader builds a fresh plan for every ``iter()`` (and every
 ``state_dict()`` / ``load_state_dict()``): torch's loader reads its
 attributes when an iterator starts, so a ``num_workers`` or ``collate_fn``
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from datakit.loader.device import DeviceBackend
+from datakit.loader.transport.device import DeviceBackend
 
 __all__ = ["LoaderPlan"]
 

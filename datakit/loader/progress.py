@@ -6,7 +6,7 @@ the batches a resumed pass already delivered (their indices are drawn, no data
 is fetched) and numbers the batches it hands out ("pulls"). The iterator
 reports each pull's fate with :meth:`PassProgress.deliver` and each batch
 handed to the consumer with :meth:`PassProgress.record_yield`; the resulting
-:class:`~datakit.loader.state.Delivered` is what a saved state remembers.
+:class:`~datakit.loader.resume.state.Delivered` is what a saved state remembers.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TypeVar
 
-from datakit.loader.state import Delivered, LoaderState
+from datakit.loader.resume.state import Delivered, LoaderState
 
 __all__ = ["PassProgress"]
 

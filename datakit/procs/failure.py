@@ -6,7 +6,7 @@ when it reaches that result, so the error surfaces in the training loop at the
 batch it belongs to, with its original type; conversion's reader pool raises
 it as a ``ReaderFailed`` (a ``DatakitError``) with the remote traceback. A
 worker that dies instead is reported by whoever started it
-(:mod:`datakit.loader.fatal` for the loader).
+(:mod:`datakit.loader.workers.fatal` for the loader).
 """
 
 from __future__ import annotations

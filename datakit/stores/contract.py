@@ -11,7 +11,7 @@ A backend is three pieces, listed in the registry (``datakit.stores``):
   whole batches to commit.
 * a :class:`StoreReader`: raw record bytes by index, the manifest, the labels.
 
-Record bytes are produced and parsed by :mod:`datakit.records` only; a backend
+Record bytes are produced and parsed by :mod:`datakit.format.records` only; a backend
 never looks inside them. What every backend does alike is written here once:
 opening a reader (manifest, label table), reading a store back for ``--resume``
 and ``--append``, refusing to remove what is not a store. Shared types, checks
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import DestinationExistsError, StoreError, option
-from datakit.manifest import Manifest, Stats
+from datakit.format.manifest import Manifest, Stats
 from datakit.stores.labeltable import label_table_size, parse_label_table
 from datakit.stores.refusals import load_manifest, records_disagree
 from datakit.stores.state import (

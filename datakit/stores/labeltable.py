@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from datakit.errors import StoreError
-from datakit.manifest import Manifest
+from datakit.format.manifest import Manifest
 
 __all__ = ["label_table_bytes", "label_table_size", "parse_label_table"]
 

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from typing import Protocol
 
 from datakit.errors import StoreError, option
-from datakit.manifest import Manifest
+from datakit.format.manifest import Manifest
 from datakit.stores.state import WriterIdentity
 
 __all__ = [
@@ -40,7 +40,7 @@ class Described(Protocol):
 
 
 def load_manifest(raw: bytes, where: str) -> Manifest:
-    """The manifest stored as ``raw``, checked (:meth:`~datakit.manifest.Manifest.from_json`).
+    """The manifest stored as ``raw``, checked (:meth:`~datakit.format.manifest.Manifest.from_json`).
 
     Raises:
         StoreError: it is not a valid manifest, nested too deeply for the parser

@@ -5,7 +5,7 @@ The pipeline gives a writer :class:`PendingRecord` batches under
 ``--append`` an :class:`AppendState`; a running writer is named by its
 :class:`WriterIdentity`; a writer reading a store back first finds its
 :class:`StoredMeta`. Both backends store the same progress entry (the
-settings and the running :class:`~datakit.manifest.Stats`), which
+settings and the running :class:`~datakit.format.manifest.Stats`), which
 :func:`parse_progress` reads back and checks once for both.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreError, option
-from datakit.manifest import Manifest, Stats, check_stats
+from datakit.format.manifest import Manifest, Stats, check_stats
 
 __all__ = [
     "PendingRecord",
@@ -41,7 +41,7 @@ class PendingRecord:
         source: the image's path relative to the source folder (kept for
             inspection and for resuming, never loaded per sample).
         label: the class index.
-        data: the encoded record (see :mod:`datakit.records`).
+        data: the encoded record (see :mod:`datakit.format.records`).
     """
 
     index: int
@@ -58,7 +58,7 @@ class ConversionSettings:
         source: the image folder.
         classes: its class names.
         payload_kind: ``"encoded"`` or ``"raw"``.
-        scan: the rules that ordered the source files (:func:`datakit.convert.source.scan_rules`);
+        scan: the rules that ordered the source files (:func:`datakit.conversion.sources.folder.scan_rules`);
             empty for a conversion started before they were recorded.
         exif_transpose: whether images with an EXIF orientation are stored upright.
         max_side: the ``--max-side`` images are downscaled under (0: none).

@@ -13,7 +13,7 @@ Swap the import and give the pipeline to a datakit dataset::
 
 The dataset decodes each JPEG at the smallest DCT scale the crop allows, only
 the rows and columns the crop needs, resizes and flips (the fused prefix,
-:mod:`datakit.vision.fused`); the augmentations that follow run over whole
+:mod:`datakit.vision.fused_decode`); the augmentations that follow run over whole
 uint8 batches in the workers, or on the GPU with ``DataLoader(device=...)``;
 ``Normalize`` and MixUp/CutMix run once per batch (:mod:`datakit.vision.recipe`).
 Any other callable in a ``Compose`` runs per sample on the uint8 tensor. Each
@@ -27,7 +27,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # public name -> module that defines it: imported on first use, so that the JPEG binding
-# (datakit.vision.jpeg), which every read path decodes with, does not import torch
+# (datakit.format.jpeg), which every read path decodes with, does not import torch
 _EXPORTS: dict[str, str] = {
     "AugMix": "datakit.vision.augment.augmix",
     "BatchOp": "datakit.vision.augment.base",
@@ -52,9 +52,9 @@ _EXPORTS: dict[str, str] = {
     "AutoAugmentPolicy": "datakit.vision.augment.policies",
     "RandAugment": "datakit.vision.augment.policies",
     "TrivialAugmentWide": "datakit.vision.augment.policies",
-    "FusedDecoder": "datakit.vision.fused",
-    "FusedPlan": "datakit.vision.fused",
-    "compile_transform": "datakit.vision.fused",
+    "FusedDecoder": "datakit.vision.fused_decode",
+    "FusedPlan": "datakit.vision.fused_decode",
+    "compile_transform": "datakit.vision.fused_decode",
     "Recipe": "datakit.vision.recipe",
     "compile_recipe": "datakit.vision.recipe",
     "CenterCrop": "datakit.vision.transforms",
@@ -130,7 +130,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         RandAugment,
         TrivialAugmentWide,
     )
-    from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
+    from datakit.vision.fused_decode import FusedDecoder, FusedPlan, compile_transform
     from datakit.vision.recipe import Recipe, compile_recipe
     from datakit.vision.transforms import (
         CenterCrop,

@@ -8,7 +8,7 @@ A recipe such as torchvision's classification reference::
 is split, in its own order, into:
 
 1. the **fused prefix**: the leading crops, resizes and flips that run inside
-   JPEG decoding (:mod:`datakit.vision.fused`), sample by sample;
+   JPEG decoding (:mod:`datakit.vision.fused_decode`), sample by sample;
 2. the **pixel steps**: everything else before ``Normalize``, on the uint8
    ``(N, C, H, W)`` batch: a :class:`~datakit.vision.augment.SampleOp` runs
    over the whole batch (each sample's own draw, samples grouped by what they
@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from datakit.vision.augment.base import BatchOp, SampleOp
-from datakit.vision.fused import FusedPlan, compile_transform
+from datakit.vision.fused_decode import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.transforms import Compose, Normalize, Transform
 

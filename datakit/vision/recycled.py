@@ -8,7 +8,7 @@ batch before it asks for the one after next, so the memory of a batch that
 is gone can take the next batch as it is.
 
 Reuse is safe only when nothing can still read the old batch: every tensor
-handed out here is leased (:mod:`datakit.loader.lease`), so its memory comes
+handed out here is leased (:mod:`datakit.loader.transport.borrowed`), so its memory comes
 back only once the batch and everything cut from it are gone.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from datakit.loader.lease import leased_tensor
+from datakit.loader.transport.borrowed import leased_tensor
 
 __all__ = ["RecycledOutputs"]
 

@@ -3,7 +3,7 @@
 Each operation is a plain description (sizes, scales, probabilities). Given
 to an ``LMDBDataset``/``MongoDataset`` as ``transform``, a :class:`Compose`
 of them is not called sample by sample: the dataset compiles it into one
-fused decode (:mod:`datakit.vision.fused`). Called directly, each works like
+fused decode (:mod:`datakit.vision.fused_decode`). Called directly, each works like
 its torchvision namesake on a ``(3, H, W)`` uint8 tensor (or a PIL image,
 taken as one), drawing its randomness from torch's global generator as
 torchvision does; that is what runs where no fused path applies.

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import datakit
-from datakit.loader.device import CpuBackend
+from datakit.loader.transport.device import CpuBackend
 from tests.loader._loader_datasets import (
     ExitingDataset,
     FailingDataset,

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import datakit
-from datakit.loader import permutation
-from datakit.loader.permutation import Permutation, mix_key
+from datakit.loader.sampling import permutation
+from datakit.loader.sampling.permutation import Permutation, mix_key
 from datakit.samplers import DistributedSampler, LazyRandomSampler
 from tests.loader._loader_datasets import RangeDataset
 from tests.loader._loader_helpers import seeded

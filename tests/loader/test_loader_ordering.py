@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from datakit.loader.ordering import END, WAIT, Delivery, TaskLedger
+from datakit.loader.workers.ordering import END, WAIT, Delivery, TaskLedger
 
 
 def send(ledger: TaskLedger, count: int) -> list[tuple[int, int]]:

@@ -15,11 +15,11 @@ from torch.utils.data import DataLoader as TorchDataLoader
 
 import datakit
 from datakit.errors import CorruptRecordError
-from datakit.loader.device import CpuBackend
-from datakit.loader.protocol import BatchInSlot
-from datakit.loader.slots import BatchSlots, batch_sample_shape
-from datakit.manifest import record_key
-from datakit.synthetic import make_image_folder
+from datakit.format.manifest import record_key
+from datakit.loader.transport.device import CpuBackend
+from datakit.loader.transport.slots import BatchSlots, batch_sample_shape
+from datakit.loader.workers.messages import BatchInSlot
+from datakit.tools.synthetic import make_image_folder
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +280,7 @@ class FinishesBatchesUnderTheOldName(HalvedPixels):
 
 
 def test_the_finish_hook_is_optional_and_declared_by_its_own_protocol():
-    from datakit.loader.batchpath import SupportsBatchFinish, batch_steps, supports_batch_slots
+    from datakit.loader.workers.batch_contract import SupportsBatchFinish, batch_steps, supports_batch_slots
 
     without = ShapePromiseBroken()
     assert supports_batch_slots(without) and not isinstance(without, SupportsBatchFinish)

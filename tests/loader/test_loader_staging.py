@@ -9,9 +9,9 @@ import torch
 
 import datakit
 from datakit.loader import dataloader as dataloader_module
-from datakit.loader.device import CpuBackend
-from datakit.loader.nested import iter_tensors, map_tensors
-from datakit.loader.staging import DeviceStager, PinnedRing
+from datakit.loader.transport.device import CpuBackend
+from datakit.loader.transport.nested import iter_tensors, map_tensors
+from datakit.loader.transport.staging import DeviceStager, PinnedRing
 from tests.loader._loader_datasets import FailingDataset, ImageDataset, NestedDataset, RangeDataset
 from tests.loader._loader_helpers import assert_same
 
@@ -75,7 +75,7 @@ def test_ring_waits_for_the_last_copy_before_reusing_a_slot():
 
 
 def test_ring_gives_up_waiting_when_told_to_stop():
-    from datakit.loader.staging import RingClosedError
+    from datakit.loader.transport.staging import RingClosedError
 
     ring = PinnedRing(CpuBackend(), slots=1, poll_interval=0.01)
     ring.acquire()

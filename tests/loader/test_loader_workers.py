@@ -14,7 +14,7 @@ import torch.utils.data as tud
 from torch.utils.data._utils.worker import _generate_state
 
 import datakit
-from datakit.loader.worker import numpy_seed
+from datakit.loader.workers.worker import numpy_seed
 from tests.loader._loader_datasets import (
     DatakitWorkerIdDataset,
     GetItemsDataset,
@@ -53,7 +53,7 @@ def test_worker_info_and_init_fn():
 def test_worker_info_refuses_assignment_in_torchs_words():
     """torch's WorkerInfo raises RuntimeError on any assignment, and code written for it (torch's own
     test suite among it) catches exactly that."""
-    from datakit.loader.worker import WorkerInfo
+    from datakit.loader.workers.worker import WorkerInfo
 
     info = WorkerInfo(id=1, num_workers=2, seed=7, dataset=[1, 2])
     for name in ("id", "anything"):

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from datakit.records import PayloadKind, Record, decode_record, encode_record
-from datakit.synthetic import photo_pixels
+from datakit.format.records import PayloadKind, Record, decode_record, encode_record
+from datakit.tools.synthetic import photo_pixels
 
 __all__ = ["photo_pixels", "jpeg_bytes", "encoded_record", "raw_record", "pillow_chw"]
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
+from datakit.format.jpeg import RegionDecoder, choose_scale
 from datakit.vision import (
     CenterCrop,
     Compose,
@@ -26,7 +27,6 @@ from datakit.vision import (
     Resize,
     compile_transform,
 )
-from datakit.vision.jpeg import RegionDecoder, choose_scale
 from datakit.vision.randomness import SampleRandom
 from datakit.vision.transforms import crop_chw, resize_chw
 from tests.vision.photos import encoded_record, jpeg_bytes, photo_pixels, pillow_chw, raw_record

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from datakit.vision.jpeg import (
+from datakit.format.jpeg import (
     RegionDecoder,
     UnsupportedColourSpace,
     choose_scale,

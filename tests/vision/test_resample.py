@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from datakit import vision as T
+from datakit.format.jpeg import choose_scale
 from datakit.vision import resample
-from datakit.vision.jpeg import choose_scale
 from datakit.vision.randomness import SampleRandom, from_torch_generator
 from datakit.vision.resample import InterpolationMode, Resampling, exact_scale, interpolation_mode
 from tests.torchvision_ref import torchvision_or_skip

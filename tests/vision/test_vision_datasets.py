@@ -18,7 +18,7 @@ from PIL import Image
 
 import datakit
 from datakit import vision as T
-from datakit.vision.jpeg import RegionDecoder, choose_scale
+from datakit.format.jpeg import RegionDecoder, choose_scale
 from tests.vision.photos import photo_pixels
 
 CLASSES = ("bridge", "cat", "dog")
@@ -179,7 +179,7 @@ def test_mongodb_gives_the_same_batches(photo_folder, photo_store, mongo_store_l
 @pytest.mark.parametrize("where", ["device", "pinned"])
 def test_normalised_batches_are_finished_after_staging_or_pinning(photo_store, where):
     """uint8 slots are pinned (and staged) as uint8 and normalised at the end: the same values."""
-    from datakit.loader.device import CpuBackend
+    from datakit.loader.transport.device import CpuBackend
 
     reference = epoch(loader(photo_store, workers=0, seed=9, transform=train_pipeline(normalize=True)))
     dataset = SlotsOnly(photo_store, transform=train_pipeline(normalize=True))
@@ -196,7 +196,7 @@ def test_normalised_batches_are_finished_after_staging_or_pinning(photo_store, w
 
 
 def test_epoch_seed_is_set_in_workers_and_in_the_main_process():
-    from datakit.loader.epoch_seed import epoch_seed
+    from datakit.loader.resume.epoch_seed import epoch_seed
 
     class Seeds(torch.utils.data.Dataset):
         def __len__(self) -> int:

@@ -23,7 +23,7 @@ from PIL import Image
 import datakit
 from datakit import vision as T
 from datakit.loader import dataloader as dataloader_module
-from datakit.loader.device import CpuBackend
+from datakit.loader.transport.device import CpuBackend
 from tests.vision.photos import photo_pixels
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,7 @@
 
 The environment's main database (keys are bytes)::
 
-    0000000000 .. 0000000041   records (datakit.records), key = record_key(index)
+    0000000000 .. 0000000041   records (datakit.format.records), key = record_key(index)
     __src__/0000000000 ...     int32 label + UTF-8 source path of each record
     __progress__               JSON: conversion settings and running totals
                                (present while the conversion is incomplete)
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import lmdb
 
 from datakit.errors import StoreError, option
-from datakit.manifest import KEY_DIGITS, Stats, record_key
+from datakit.format.manifest import KEY_DIGITS, Stats, record_key
 from datakit.stores.state import ConversionSettings
 
 __all__ = [

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from datakit.stores.lmdb.foreign import foreign_lmdb_message
+
 __all__ = ["not_a_store_message", "foreign_message"]
 
 _DATA_FILE = "data.mdb"
@@ -48,7 +50,5 @@ def not_a_store_message(path: str) -> str:
 def foreign_message(path: str) -> str | None:
     """One line naming the layout of an LMDB someone else wrote at ``path`` (the pickle recipe's, or
     one of encoded images) and the ``datakit convert`` command that imports it; ``None`` when
-    ``path`` holds none (:mod:`datakit.convert.foreign_lmdb` knows the layouts)."""
-    from datakit.convert.foreign_summary import foreign_lmdb_message
-
+    ``path`` holds none (:mod:`datakit.stores.lmdb.foreign` knows the layouts)."""
     return foreign_lmdb_message(path)

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import lmdb
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
-from datakit.manifest import record_key
+from datakit.format.manifest import record_key
 from datakit.stores.contract import StoreReader
 from datakit.stores.lmdb.environments import environments
 from datakit.stores.lmdb.layout import (

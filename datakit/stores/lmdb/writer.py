@@ -19,7 +19,7 @@ import lmdb
 import numpy as np
 
 from datakit.errors import StoreBusyError, StoreError, option
-from datakit.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest, Stats, record_key
 from datakit.stores.contract import StoreWriter
 from datakit.stores.labeltable import label_table_bytes
 from datakit.stores.lmdb.environments import environments

@@ -17,7 +17,7 @@ A store named by ``(database, collection)`` is::
     __datakit_fs__.files/.chunks   GridFS bucket for oversized records, each file
                                    tagged {collection, index} in its metadata
 
-The record bytes in ``data`` are the whole record of :mod:`datakit.records`
+The record bytes in ``data`` are the whole record of :mod:`datakit.format.records`
 (header, payload, checksum); this backend never looks inside them. See
 ``docs/mongodb.md`` for the reasoning (exactly-once resume, fork safety).
 """
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreError
-from datakit.manifest import record_key
+from datakit.format.manifest import record_key
 from datakit.stores.labeltable import label_table_bytes
 from datakit.stores.state import PendingRecord
 

@@ -13,9 +13,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
-from datakit.manifest import record_key
+from datakit.format.manifest import record_key
 from datakit.stores.contract import StoreReader
 from datakit.stores.mongo.connection import MongoConnection
+from datakit.stores.mongo.foreign import recipe_collection
 from datakit.stores.mongo.layout import (
     decode_source,
     lease_id,
@@ -77,11 +78,9 @@ class MongoReader(StoreReader):
         names = self._connection.call(lambda: self._connection.database().list_collection_names())
         if collection in names:
             # A collection someone else wrote: never advise --overwrite for one that datakit imports.
-            from datakit.convert.foreign_summary import foreign_mongo_message
-
-            foreign = foreign_mongo_message(self.spec)
+            foreign = recipe_collection(self._connection, self.spec.server(), collection)
             if foreign is not None:
-                raise StoreError(foreign)
+                raise StoreError(foreign.describe(self.spec.describe()))
             raise IncompleteStoreError(
                 f"{where} has no datakit manifest: it was not written by `datakit convert`, "
                 "or its conversion never committed; convert into it with "

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreBusyError, StoreError, option
-from datakit.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest, Stats, record_key
 from datakit.stores.contract import StoreWriter
 from datakit.stores.mongo.connection import MongoConnection, uri_options
 from datakit.stores.mongo.layout import (

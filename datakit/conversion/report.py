@@ -1,0 +1,126 @@
+"""What a conversion did: the report :func:`datakit.convert` returns.
+
+The report is plain data (``datakit convert --json`` prints :meth:`ConversionReport.to_dict`);
+the scan starts it (:func:`scanned_report`), the numbering stage fills it in. Its
+skipped and ignored files are also what the manifest keeps for ``datakit inspect --skipped``
+(:func:`listed_skips`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from datakit.conversion.sources.entries import SourceFolder
+from datakit.conversion.sources.labelfile import LabelledFolder
+from datakit.errors import ConversionError
+
+__all__ = ["SkippedFile", "ConversionReport", "scanned_report", "checked", "listed_skips"]
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A source file that was not stored, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did.
+
+    Attributes:
+        source: the image folder.
+        destination: the store.
+        written: records written by this run.
+        total: records in the store when the run ended.
+        resumed_from: records the store already held when the run started.
+        skipped: files that could not be stored, each with its reason.
+        ignored: files that are not images by extension, or outside any class folder.
+        empty_classes: class folders without any image.
+        bytes_written: payload bytes written by this run.
+        seconds: wall time of the run.
+        complete: whether the store ended complete (it does unless interrupted).
+        already_complete: ``resume`` found the store complete and did nothing.
+        exif_oriented: images written by this run whose EXIF orientation is
+            not 1: stored as in the file, or upright with ``exif_transpose``.
+        high_bit_depth: images written by this run with 16-bit or float
+            pixels, which decoding scales to 8 bits.
+        exif_transpose: whether images were stored upright.
+        downscaled: images written by this run stored resized under ``max_side``.
+        max_side: the ``max_side`` of the conversion, or 0.
+        label_file: the label file the labels came from, or ``""``.
+        unlisted: images under the source folder that the label file does not
+            name (not converted).
+        appended_to: with ``append``, the records the store held before the
+            append began (``None`` for a conversion).
+    """
+
+    source: str
+    destination: str
+    written: int = 0
+    total: int = 0
+    resumed_from: int = 0
+    skipped: list[SkippedFile] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    empty_classes: list[str] = field(default_factory=list)
+    bytes_written: int = 0
+    seconds: float = 0.0
+    complete: bool = False
+    already_complete: bool = False
+    exif_oriented: int = 0
+    high_bit_depth: int = 0
+    exif_transpose: bool = False
+    downscaled: int = 0
+    max_side: int = 0
+    label_file: str = ""
+    unlisted: list[str] = field(default_factory=list)
+    appended_to: int | None = None
+
+    @property
+    def images_per_second(self) -> float:
+        return self.written / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["images_per_second"] = round(self.images_per_second, 1)
+        return data
+
+
+def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_side: int) -> ConversionReport:
+    """The report as the scan of ``folder`` leaves it: what was ignored, empty or unreadable."""
+    report = ConversionReport(folder.root, where, ignored=folder.ignored,
+                              empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
+                              max_side=max_side)
+    if isinstance(folder, LabelledFolder):
+        report.label_file, report.unlisted = folder.label_file, folder.unlisted
+    report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
+                          for item in folder.unreadable)
+    report.skipped.extend(SkippedFile(loop.path, f"folder not followed (a symlink to "
+                                      f"{os.path.normpath(os.path.join(folder.root, loop.target))}, which "
+                                      "contains it: ImageFolder would store its images again)")
+                          for loop in folder.loops)
+    report.skipped.extend(SkippedFile(name, reason) for name, reason in folder.rejected)
+    return report
+
+
+def checked(report: ConversionReport, strict: bool) -> ConversionReport:
+    """``report``, or with ``strict`` a :class:`ConversionError` when anything was skipped
+    (raised after the store is complete, so a strict run loses none of its work)."""
+    if strict and report.skipped:
+        raise ConversionError(
+            f"{len(report.skipped)} file(s) or folder(s) were skipped (the store is complete without them): "
+            + "; ".join(f"{item.path}: {item.reason}" for item in report.skipped[:5])
+        )
+    return report
+
+
+def listed_skips(report: ConversionReport) -> list[list[str]]:
+    """``[path, reason]`` of every skipped file and folder, then of every ignored file."""
+    listed = [[item.path, item.reason] for item in report.skipped]
+    listed.extend([path, "ignored: not an image by extension" if "/" in path
+                   else "ignored: outside any class folder"] for path in report.ignored)
+    listed.extend([path, "ignored: not named in the label file"] for path in report.unlisted)
+    return listed

@@ -1,0 +1,338 @@
+"""A Hugging Face ``datasets`` dataset on disk as a conversion source.
+
+``datakit convert hf_dir DEST --image-column image --label-column label``
+takes a dataset that ``save_to_disk`` wrote (a ``Dataset``, or a
+``DatasetDict`` whose splits come in its order), or ``.parquet`` / ``.arrow``
+files (a file, or a folder of them, in name order). The images are the
+``Image`` column's stored bytes, untouched (``Image(decode=False)``: the file
+as it was given to ``datasets``); every one is checked like an image file.
+
+Each row is an entry named ``<split or file>/<row>``, the row zero-padded to
+:data:`ROW_DIGITS` digits (``train/00000012``), the name ``--resume`` and
+``--append`` match rows by. Its bytes are found by (Arrow file, row), and read
+in the reader processes through ``Dataset.from_file``, which memory-maps the
+file: each process opens it once, lazily, and nothing big is pickled. Parquet
+files are first turned into Arrow files in ``datasets``'s own cache (as
+``datasets.load_dataset`` does; ``HF_DATASETS_CACHE`` says where).
+
+The classes are a ``ClassLabel`` column's names, in their order (not sorted);
+any other label column is read as a label file would be: integers sorted as
+numbers, text as text. A row whose label is missing (``None``, or ``-1``, the
+``ClassLabel`` convention for unlabelled rows) is skipped and listed. A
+dataset without labels takes them from a label file (``--labels``) naming rows
+by their names. The store's progress records the data files' names, sizes and
+times (:func:`~datakit.conversion.sources.files.files_digest`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from datakit.conversion.images.checks import BadImage, read_framed
+from datakit.conversion.sources.entries import SourceEntry, SourceFolder
+from datakit.conversion.sources.files import files_digest
+from datakit.conversion.sources.labelfile import class_order, sorted_classes
+from datakit.errors import SourceError
+from datakit.format.records import HEADER_SIZE
+
+__all__ = ["SAVED_MARKERS", "TABLE_SUFFIXES", "ROW_DIGITS", "ArrowBytes", "scan_huggingface"]
+
+SAVED_MARKERS = ("dataset_dict.json", "dataset_info.json", "state.json")
+"""Files that ``save_to_disk`` writes into a dataset's folder."""
+
+TABLE_SUFFIXES = (".parquet", ".arrow")
+"""Data files read as Hugging Face tables."""
+
+ROW_DIGITS = 8
+"""Row numbers in entry names are zero-padded to this many digits (more when needed)."""
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One split or file: its name, its dataset, and the Arrow files its rows are in, in order."""
+
+    name: str
+    where: str
+    dataset: Any
+    arrow_files: list[str]
+
+
+class ArrowBytes:
+    """The image bytes of rows of Arrow files; each process opens the files it reads once.
+
+    Args:
+        files: the Arrow files; an entry's location is ``(file index, row)``.
+        column: the ``Image`` column.
+        root: the source, for image paths relative to it (rows holding a path, not bytes).
+    """
+
+    def __init__(self, files: Sequence[str], column: str, root: str) -> None:
+        self.files, self.column, self.root = tuple(files), column, root
+        self._opened: dict[int, Any] = {}
+        self._pid = os.getpid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"files": self.files, "column": self.column, "root": self.root}  # nothing opened
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["files"], state["column"], state["root"])  # type: ignore[misc]
+
+    def read(self, entry: SourceEntry) -> bytearray:
+        if not entry.location:
+            raise BadImage("not a row of the dataset")
+        index, row = entry.location
+        value = self._table(index)[row][self.column]
+        if value is None:
+            raise BadImage(f"the row has no image in column {self.column!r}")
+        data, path = value.get("bytes"), value.get("path")
+        if data is not None:
+            framed = bytearray(HEADER_SIZE + len(data))
+            framed[HEADER_SIZE:] = data
+            return framed
+        if not path:
+            raise BadImage(f"the row's {self.column!r} holds neither bytes nor a path")
+        located = path if os.path.isabs(path) else os.path.join(_folder(self.root), path)
+        if not os.path.exists(located):
+            raise BadImage(f"the row's {self.column!r} holds no bytes, only the path {path!r}, which "
+                           "does not exist")
+        return read_framed(located)
+
+    def prefetch(self, entries: Sequence[SourceEntry]) -> None:
+        """Nothing to fetch ahead: reads are local."""
+
+    def close(self) -> None:
+        self._opened.clear()
+
+    def _table(self, index: int) -> Any:
+        if self._pid != os.getpid():  # forked: open our own
+            self._opened, self._pid = {}, os.getpid()
+        table = self._opened.get(index)
+        if table is None:
+            import datasets
+
+            opened = datasets.Dataset.from_file(self.files[index]).select_columns([self.column])
+            table = opened.cast_column(self.column, datasets.Image(decode=False))
+            self._opened[index] = table
+        return table
+
+
+def scan_huggingface(root: str, image_column: str, label_column: str | None) -> tuple[SourceFolder, str]:
+    """The entries of the dataset at ``root`` (every row, with its label from ``label_column``;
+    ``None``: the caller takes labels from a label file, and every label is 0 here) and the
+    scan rules that name them in a store's progress.
+
+    Raises:
+        SourceError: ``datasets`` is not installed, ``root`` holds no dataset,
+            a column is missing or of the wrong kind (the message names the
+            file or split and the column, and lists the columns there).
+    """
+    _require_datasets(root)
+    with _quiet_datasets():
+        tables = _tables(root, [image_column, label_column])
+    for table in tables:
+        _check_columns(table, image_column, label_column)
+    classes, labels, order = _labels(tables, label_column)
+    entries, rejected = _entries(tables, labels, classes)
+    if not entries and not rejected:
+        raise SourceError(f"{root} holds no rows")
+    reader = ArrowBytes([path for table in tables for path in table.arrow_files], image_column, root)
+    label = label_column if label_column is not None else "(label file)"
+    digest = files_digest(_data_files(root), root)
+    rules = f"huggingface image={image_column} label={label} files sha256:{digest}"
+    return SourceFolder(root, classes, entries, class_order=order, kind="huggingface", reader=reader,
+                        rejected=rejected), rules
+
+
+def _require_datasets(root: str) -> None:
+    try:
+        import datasets  # noqa: F401
+    except ImportError:
+        raise SourceError(f"{root} is a Hugging Face dataset, and reading one needs the datasets library: "
+                          "pip install 'datakit[hf]' (or pip install datasets)") from None
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """``datasets``'s own progress bars off while it loads (the conversion shows its own)."""
+    import datasets
+
+    shown = not datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if shown:
+            datasets.enable_progress_bars()
+
+
+def _data_files(root: str) -> list[str]:
+    """The files a dataset's rows are read from: ``save_to_disk``'s Arrow files, or the tables."""
+    if os.path.isfile(root):
+        return [root]
+    names = sorted(os.listdir(root))
+    if any(name in SAVED_MARKERS for name in names):
+        return sorted(os.path.join(folder, name) for folder, _, found in os.walk(root) for name in found
+                      if name.endswith(".arrow"))
+    return [os.path.join(root, name) for name in names if name.lower().endswith(TABLE_SUFFIXES)]
+
+
+def _tables(root: str, columns: list[str | None]) -> list[_Table]:
+    """The dataset's splits or files, in order, each with the Arrow files its rows are in.
+
+    A Parquet file is checked for ``columns`` before ``datasets`` copies it into its cache.
+    """
+    import datasets
+
+    if os.path.isdir(root) and any(os.path.exists(os.path.join(root, name)) for name in SAVED_MARKERS):
+        try:
+            loaded = datasets.load_from_disk(root)
+        except Exception as exc:  # datasets raises many types for a damaged folder
+            raise SourceError(f"{root} cannot be read as a dataset saved with save_to_disk: {exc}") from None
+        if isinstance(loaded, datasets.DatasetDict):
+            return [_table(str(split), os.path.join(root, str(split)), loaded[split]) for split in loaded]
+        return [_table(str(loaded.split or "data"), root, loaded)]
+    files = _data_files(root)
+    for path in files:
+        if path.lower().endswith(".parquet"):
+            _check_parquet_columns(path, columns)
+    return [_file_table(path) for path in files]
+
+
+def _check_parquet_columns(path: str, columns: list[str | None]) -> None:
+    """Refuse a Parquet file without one of ``columns`` (image, then label), from its schema alone."""
+    import pyarrow.parquet
+
+    try:
+        names = pyarrow.parquet.read_schema(path).names
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise SourceError(f"{path} cannot be read as a .parquet table: {exc}") from None
+    image, label = columns
+    if image not in names:
+        raise _no_image_column(path, str(image), names)
+    if label is not None and label not in names:
+        raise _no_label_column(path, label, names)
+
+
+def _no_image_column(where: str, column: str, names: Sequence[str]) -> SourceError:
+    return SourceError(f"{where} has no column {column!r} (its columns: {', '.join(names)}); name the image "
+                       "column with --image-column (image_column= in Python)")
+
+
+def _no_label_column(where: str, column: str, names: Sequence[str]) -> SourceError:
+    return SourceError(f"{where} has no label column {column!r} (its columns: {', '.join(names)}); name it "
+                       "with --label-column, or give the labels in a file with --labels FILE naming each "
+                       "row as <split>/<row>")
+
+
+def _file_table(path: str) -> _Table:
+    """A ``.parquet`` or ``.arrow`` file as a table named by its file name."""
+    import datasets
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        if path.lower().endswith(".parquet"):
+            dataset = datasets.Dataset.from_parquet(path)
+        else:
+            dataset = datasets.Dataset.from_file(path)
+    except Exception as exc:  # pyarrow and datasets raise many types for a damaged file
+        raise SourceError(f"{path} cannot be read as a {os.path.splitext(path)[1]} table: {exc}") from None
+    return _table(name, path, dataset)
+
+
+def _table(name: str, where: str, dataset: Any) -> _Table:
+    files = [item["filename"] for item in dataset.cache_files]
+    if not files:  # kept in memory: no file for a reader process to open
+        raise SourceError(f"{where}: the dataset is held in memory, not in Arrow files; save it with "
+                          "save_to_disk and convert that folder")
+    return _Table(name, where, dataset, files)
+
+
+def _check_columns(table: _Table, image_column: str, label_column: str | None) -> None:
+    import datasets
+
+    features = table.dataset.features
+    if image_column not in features:
+        raise _no_image_column(table.where, image_column, list(features))
+    if not isinstance(features[image_column], datasets.Image):
+        raise SourceError(f"{table.where}: the column {image_column!r} is {features[image_column]}, not an "
+                          "Image column; name the image column with --image-column (its columns: "
+                          f"{', '.join(features)})")
+    if label_column is not None and label_column not in features:
+        raise _no_label_column(table.where, label_column, list(features))
+
+
+def _labels(tables: list[_Table], column: str | None) -> tuple[list[str], list[list[str | None]], str]:
+    """The classes, each table's label per row (a class name, or ``None`` for none), and the order.
+
+    Without a label column every row is of the one class ``""``, which a label file replaces.
+    """
+    import datasets
+
+    if column is None:
+        return [""], [[""] * len(table.dataset) for table in tables], "text"
+    features = [table.dataset.features[column] for table in tables]
+    if all(isinstance(feature, datasets.ClassLabel) for feature in features):
+        names = list(features[0].names)
+        for table, feature in zip(tables, features, strict=True):
+            if list(feature.names) != names:
+                raise SourceError(f"{table.where}: the ClassLabel names of {column!r} differ from those of "
+                                  f"{tables[0].where}; convert the splits into separate stores")
+        return names, [_class_names(table, column, names) for table in tables], "text"
+    values = [_label_texts(table, column) for table in tables]
+    classes = sorted_classes({name for rows in values for name in rows if name is not None})
+    return classes, values, class_order(classes)
+
+
+def _class_names(table: _Table, column: str, names: list[str]) -> list[str | None]:
+    values = table.dataset.data.column(column).to_pylist()
+    return [names[value] if value is not None and 0 <= value < len(names) else None for value in values]
+
+
+def _label_texts(table: _Table, column: str) -> list[str | None]:
+    """A label column's values as class names: integers and text; ``None`` where there is none."""
+    values = table.dataset.data.column(column).to_pylist()
+    texts: list[str | None] = []
+    for value in values:
+        if value is None or isinstance(value, str) or (type(value) is int):
+            texts.append(None if value is None else str(value).strip() or None)
+            continue
+        raise SourceError(f"{table.where}: the label column {column!r} holds {type(value).__name__} values "
+                          f"({table.dataset.features[column]}); a label is a class name or an integer "
+                          "(give other labels in a file with --labels)")
+    return texts
+
+
+def _entries(tables: list[_Table], labels: list[list[str | None]],
+             classes: list[str]) -> tuple[list[SourceEntry], list[tuple[str, str]]]:
+    """One entry per labelled row, located by (Arrow file, row); the rows without a label."""
+    import datasets
+
+    position = {name: index for index, name in enumerate(classes)}
+    entries: list[SourceEntry] = []
+    rejected: list[tuple[str, str]] = []
+    file_index = 0
+    for table, rows in zip(tables, labels, strict=True):
+        digits = max(ROW_DIGITS, len(str(max(len(rows) - 1, 0))))
+        places: list[tuple[int, int]] = []
+        for path in table.arrow_files:
+            count = datasets.Dataset.from_file(path).num_rows
+            places.extend((file_index, row) for row in range(count))
+            file_index += 1
+        if len(places) != len(rows):
+            raise SourceError(f"{table.where}: its Arrow files hold {len(places)} rows, the dataset "
+                              f"{len(rows)}; save it again with save_to_disk and convert that folder")
+        for row, (name, place) in enumerate(zip(rows, places, strict=True)):
+            entry_name = f"{table.name}/{row:0{digits}d}"
+            if name is None:
+                rejected.append((entry_name, "no label (None, or -1 in a ClassLabel column)"))
+            else:
+                entries.append(SourceEntry(entry_name, position[name], location=place))
+    return entries, rejected
+
+
+def _folder(root: str) -> str:
+    return root if os.path.isdir(root) else os.path.dirname(root)

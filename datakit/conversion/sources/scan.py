@@ -1,0 +1,168 @@
+"""Which source a conversion reads, and its entries: the first stage of :func:`datakit.convert`.
+
+SRC is told apart by what it holds (:func:`detect_kind`), or by
+``source_kind`` (``--source-kind``) when that is ambiguous:
+
+- ``"huggingface"``: a folder that ``save_to_disk`` wrote (it holds
+  ``dataset_info.json``, ``state.json`` or ``dataset_dict.json``), or
+  ``.parquet`` / ``.arrow`` files (:mod:`datakit.conversion.sources.huggingface`);
+- ``"webdataset"``: ``.tar`` shards (:mod:`datakit.conversion.sources.webdataset`);
+- ``"recipe_lmdb"``, ``"image_lmdb"``: an LMDB the pickle recipe wrote, or one
+  whose values are encoded images; ``"recipe_mongo"``: a ``mongodb://`` URI, the
+  recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.scan`);
+- ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`).
+
+Every kind yields the same :class:`~datakit.conversion.sources.folder.SourceFolder` of
+entries, so everything after the scan (resume, append, the reading stage,
+the report) is one code path. A label file (``labels``) gives the labels of
+any kind: for a folder it names files under it, for the others it names
+entries (``train/00000012``, ``shard-000/0001.jpg``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from datakit.conversion.sources.entries import SourceFolder
+from datakit.conversion.sources.folder import scan_folder, scan_rules
+from datakit.conversion.sources.foreign.scan import STORE_KINDS, StoreChoice, scan_store, store_kind
+from datakit.conversion.sources.huggingface import SAVED_MARKERS, TABLE_SUFFIXES, scan_huggingface
+from datakit.conversion.sources.labelfile import (
+    label_scan_rules,
+    labelled_entries,
+    labelled_folder,
+    read_label_file,
+)
+from datakit.conversion.sources.webdataset import SHARD_SUFFIX, scan_webdataset
+from datakit.errors import SourceError, Spelling, option
+
+__all__ = ["SOURCE_KINDS", "SourceChoice", "detect_kind", "scan_source"]
+
+SOURCE_KINDS = ("folder", "huggingface", "webdataset", *STORE_KINDS)
+"""The kinds of source a conversion reads."""
+
+_KIND = Spelling("source_kind=", "--source-kind")
+
+
+@dataclass(frozen=True)
+class SourceChoice:
+    """How to read SRC, as the caller chose (``None``: not given).
+
+    Attributes:
+        kind: one of :data:`SOURCE_KINDS`; detected from SRC when ``None``.
+        image_column: a Hugging Face dataset's ``Image`` column (``"image"``).
+        label_column: a Hugging Face dataset's label column, or the key of a
+            WebDataset sample's ``.json`` label (``"label"``).
+        store: the options of an existing store's import
+            (:mod:`datakit.conversion.sources.foreign.scan`).
+    """
+
+    kind: str | None = None
+    image_column: str | None = None
+    label_column: str | None = None
+    store: StoreChoice = StoreChoice()
+
+
+def detect_kind(root: str) -> str:
+    """The kind of source at ``root`` (see the module's docstring).
+
+    Raises:
+        SourceError: ``root`` holds several kinds (say which with ``source_kind``),
+            or is a file of none, or an LMDB of no layout datakit imports.
+    """
+    stored = store_kind(root)
+    if stored is not None:
+        return stored
+    if os.path.isfile(root):
+        lower = root.lower()
+        if lower.endswith(SHARD_SUFFIX):
+            return "webdataset"
+        if lower.endswith(TABLE_SUFFIXES):
+            return "huggingface"
+        raise SourceError(f"{root} is a file, not an image folder; datakit converts a folder, .tar shards "
+                          "(WebDataset), .parquet/.arrow files (Hugging Face) or an LMDB file (the pickle "
+                          "recipe's, or one of encoded images)")
+    try:
+        names = os.listdir(root)
+    except OSError as exc:
+        raise SourceError(f"cannot list {root}: {exc.strerror}") from None
+    if any(name in SAVED_MARKERS for name in names):
+        return "huggingface"
+    files = [name.lower() for name in names if os.path.isfile(os.path.join(root, name))]
+    found = {"huggingface": [name for name in files if name.endswith(TABLE_SUFFIXES)],
+             "webdataset": [name for name in files if name.endswith(SHARD_SUFFIX)]}
+    kinds = [kind for kind, matched in found.items() if matched]
+    folders = any(os.path.isdir(os.path.join(root, name)) for name in names)
+    if len(kinds) > 1 or (kinds and folders):
+        held = ", ".join([*(f"{kind} files ({found[kind][0]}, ...)" for kind in kinds),
+                          *(["sub-folders"] if folders else [])])
+        raise SourceError.advising(
+            "{root} holds {held}; say which to convert with {kind} (one of {kinds})", root=root, held=held,
+            kind=_KIND, kinds=", ".join(SOURCE_KINDS))
+    return kinds[0] if kinds else "folder"
+
+
+def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Sequence[str],
+                choice: SourceChoice) -> tuple[SourceFolder, str]:
+    """The entries of the source at ``root`` and their scan rules (recorded for ``--resume``).
+
+    Raises:
+        SourceError: the source is missing, ambiguous, empty or unreadable, or
+            an option does not apply to its kind.
+        LabelFileError: the label file is malformed.
+        ValueError: ``choice.kind`` is not one of :data:`SOURCE_KINDS`.
+    """
+    if choice.kind is not None and choice.kind not in SOURCE_KINDS:
+        raise ValueError(f"source_kind must be one of {', '.join(SOURCE_KINDS)}, not {choice.kind!r}")
+    kind = choice.kind or detect_kind(root)
+    label_file = read_label_file(labels) if labels is not None else None
+    if kind in STORE_KINDS:
+        given: dict[str, object] = {"extensions": extensions, "image_column": choice.image_column,
+                 "label_column": choice.label_column}
+        return scan_store(root, kind, choice.store, label_file, given)
+    _check_choice(root, kind, choice, labels, extensions)
+    if kind == "folder":
+        if label_file is not None:
+            return labelled_folder(root, label_file, tuple(extensions)), label_scan_rules(label_file)
+        folder = scan_folder(root, extensions)
+        return folder, scan_rules(folder.extensions)
+    column = None if label_file is not None else (choice.label_column or "label")
+    if kind == "huggingface":
+        folder, rules = scan_huggingface(root, choice.image_column or "image", column)
+    else:
+        folder, rules = scan_webdataset(root, column)
+    if label_file is None:
+        return folder, rules
+    return labelled_entries(folder, label_file), f"{rules} {label_scan_rules(label_file)}"
+
+
+def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
+                  extensions: Sequence[str]) -> None:
+    """Refuse options that do not apply to the source's kind, naming them."""
+    for name, value in vars(choice.store).items():
+        if value is not None:
+            raise SourceError(f"{name} applies to existing stores (the pickle recipe's, image LMDBs), not to "
+                              f"{root} ({kind})")
+    given = {"image_column": choice.image_column, "label_column": choice.label_column}
+    if kind == "folder":
+        for name, value in given.items():
+            if value is not None:
+                raise SourceError.advising(
+                    "{option} applies to Hugging Face datasets and WebDataset shards; {root} is read as an "
+                    "image folder (its class folders are the labels; pass {kind} if it is not one)",
+                    option=option(name, value), root=root, kind=_KIND)
+        return
+    if extensions:
+        raise SourceError.advising("{option} applies to image folders, not to {root} ({kind_name})",
+                                   option=Spelling("extensions", "--extensions"), root=root, kind_name=kind)
+    if kind == "webdataset" and choice.image_column is not None:
+        raise SourceError.advising(
+            "{option} applies to Hugging Face datasets; a WebDataset sample's image is its .jpg, .jpeg, "
+            ".png or .webp member ({root})", option=option("image_column", choice.image_column), root=root)
+    if labels is not None and choice.label_column is not None:
+        raise SourceError.advising(
+            "{column} and {labels} both give the labels; choose one",
+            column=option("label_column", choice.label_column),
+            labels=Spelling("labels=FILE", "--labels FILE"))

@@ -1,7 +1,0 @@
-"""The conversion pipeline: an image folder (or a label file) in, a complete store out.
-
-``datakit.convert`` is the function :func:`datakit.convert.pipeline.convert`,
-not this package: import the stages by their full path
-(``from datakit.convert.source import scan_folder``). This file imports
-nothing, so that importing one stage does not import the others.
-"""

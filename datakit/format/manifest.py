@@ -1,0 +1,362 @@
+"""The manifest: what a store holds, written in the conversion's last commit.
+
+A store without a manifest is incomplete, and readers refuse it. The manifest
+is JSON (never pickle) and is validated field by field when read, so a damaged
+or hostile manifest is reported as a :class:`~datakit.errors.StoreError`
+instead of surfacing as a ``KeyError`` deep inside a training job.
+
+Record keys are derived from the sample index (:func:`record_key`), so a
+reader needs no list of keys: ``__keys__`` in the manifest describes the
+scheme instead of enumerating it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import numpy as np
+
+from datakit.errors import CorruptRecordError, StoreError
+from datakit.format.bounds import (
+    MAX_SIDE,
+    check_count,
+    check_counts,
+    check_pixel_floor,
+    check_size_range,
+)
+from datakit.format.records import (
+    MULTI_LABEL_VERSION,
+    SINGLE_LABEL_VERSION,
+    PayloadKind,
+    Record,
+    check_format_version,
+)
+from datakit.version import __version__
+
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats",
+           "check_record"]
+
+KEY_DIGITS = 10
+"""Record keys are the sample index, zero-padded to this many digits."""
+
+KEPT_SKIPPED_FILES = 1000
+"""At most this many skipped and ignored files are listed in a manifest (the rest are counted)."""
+
+_ADDED_FIELDS = frozenset({"skipped_files", "skipped_files_omitted"})
+"""Fields added after format version 1 without a version bump: a manifest written before
+them has none and reads as having an empty list (older datakits ignore them)."""
+
+
+def record_key(index: int) -> str:
+    """The key of the record holding sample ``index``."""
+    return f"{index:0{KEY_DIGITS}d}"
+
+
+@dataclass
+class Stats:
+    """Running totals of what has been written; resumable, so kept as plain data.
+
+    ``exif_oriented`` counts images whose EXIF orientation is not 1 (stored
+    upright only with ``exif_transpose``), ``high_bit_depth`` images with
+    16-bit or float pixels, scaled to 8 bits when decoded, ``downscaled``
+    images stored resized under ``--max-side``. They are absent from stores
+    written before they existed, and read as 0 there.
+    """
+
+    length: int = 0
+    class_counts: list[int] = field(default_factory=list)
+    total_bytes: int = 0
+    image_formats: dict[str, int] = field(default_factory=dict)
+    width_range: list[int] = field(default_factory=list)  # [min, max], empty when length == 0
+    height_range: list[int] = field(default_factory=list)
+    exif_oriented: int = 0
+    high_bit_depth: int = 0
+    downscaled: int = 0
+
+    def add(self, label: int | tuple[int, ...], payload_bytes: int, image_format: str, width: int,
+            height: int, *, oriented: bool = False, high_bit_depth: bool = False,
+            downscaled: bool = False) -> None:
+        """Account for one written record; ``label`` is a tuple of classes in a multi-label store,
+        each of which is counted (the counts then add up to more than the length)."""
+        self.exif_oriented += oriented
+        self.high_bit_depth += high_bit_depth
+        self.downscaled += downscaled
+        self.length += 1
+        for each in (label if isinstance(label, tuple) else (label,)):
+            self.class_counts[each] += 1
+        self.total_bytes += payload_bytes
+        self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
+        self.width_range = _widen(self.width_range, width)
+        self.height_range = _widen(self.height_range, height)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Stats:
+        return _build(cls, data, where)
+
+
+def _widen(bounds: list[int], value: int) -> list[int]:
+    return [min(bounds[0], value), max(bounds[1], value)] if bounds else [value, value]
+
+
+@dataclass
+class Manifest:
+    """Everything a reader needs to know about a complete store.
+
+    Attributes:
+        length: number of records; keys are ``record_key(0) .. record_key(length - 1)``.
+        classes: class names, sorted; a label is an index into this list.
+        payload_kind: ``"encoded"`` (source bytes) or ``"raw"`` (decoded pixels).
+        stats: counts, sizes and formats of the records.
+        skipped: how many source files and folders were skipped as unreadable
+            or broken (files ignored by their extension are not counted).
+        source: the folder the store was converted from.
+        created: ISO 8601 time the conversion finished, in UTC.
+        datakit_version: the datakit that wrote the store.
+        format_version: the record and manifest format version: 1 for a
+            single-label store, 2 for a multi-label one (older datakits refuse it).
+        keys: the key scheme (``{"scheme": "index", "digits": 10}``).
+        skipped_files: ``[path, reason]`` of each skipped file or folder, then of
+            each ignored file, for ``datakit inspect --skipped``; at most
+            :data:`KEPT_SKIPPED_FILES` of them, the manifest travels with every dataset.
+        skipped_files_omitted: how many more there were than that.
+        exif_transpose: images with an EXIF orientation were stored upright
+            (``datakit convert --exif-transpose``); false in older stores.
+        max_side: images whose longer side exceeded this were stored resized
+            to it (``--max-side``); 0 when sizes were kept.
+        quality: the JPEG quality of those re-encoded (``--quality``); 0 with ``max_side`` 0.
+        label_file: the label file the labels came from (``datakit convert --labels``);
+            empty when they are the class folders' names, and in older stores.
+        unlisted: images under ``source`` that the label file did not name, so
+            were not converted; 0 without a label file.
+        appends: one entry per ``datakit convert --append`` that grew the store:
+            ``{"when": ISO time, "added": records, "source": folder, "label_file": path or ""}``.
+        label_kind: ``"single"`` (a class index per record) or ``"multi"`` (a
+            multi-hot uint8 vector per record; ``class_counts`` then count the
+            records carrying each class).
+        class_order: how ``classes`` were sorted: ``"text"`` (folder names, as
+            ``ImageFolder`` sorts them; and every store written before this
+            field), or ``"numeric"`` (a label file whose labels are all
+            integers). Classes new in an append come after them. A Hugging Face
+            dataset's ``ClassLabel`` names keep the dataset's order ("text" here).
+        source_kind: what ``source`` is: ``"folder"`` (image files; every store
+            written before this field), ``"huggingface"`` (a ``datasets`` dataset
+            on disk) or ``"webdataset"`` (tar shards). Appends come from the same kind.
+    """
+
+    classes: list[str]
+    payload_kind: str
+    stats: Stats
+    skipped: int
+    source: str
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    datakit_version: str = __version__
+    format_version: int = SINGLE_LABEL_VERSION
+    keys: dict[str, Any] = field(default_factory=lambda: {"scheme": "index", "digits": KEY_DIGITS})
+    skipped_files: list[list[str]] = field(default_factory=list)
+    skipped_files_omitted: int = 0
+    exif_transpose: bool = False
+    max_side: int = 0
+    quality: int = 0
+    label_file: str = ""
+    unlisted: int = 0
+    label_kind: str = "single"
+    appends: list[dict[str, Any]] = field(default_factory=list)
+    class_order: str = "text"
+    source_kind: str = "folder"
+
+    @property
+    def multi_label(self) -> bool:
+        return self.label_kind == "multi"
+
+    @property
+    def length(self) -> int:
+        return self.stats.length
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["length"] = self.length  # redundant, for people reading the raw manifest
+        return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes | memoryview, where: str) -> Manifest:
+        """Parse and validate a manifest read from the store at ``where``."""
+        try:
+            data = json.loads(bytes(raw).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreError(f"{where}: the manifest is not valid JSON ({exc})") from None
+        except RecursionError:
+            raise StoreError(f"{where}: the manifest is nested too deeply to be a manifest") from None
+        if not isinstance(data, dict):
+            raise StoreError(f"{where}: the manifest is not a JSON object")
+        version = data.get("format_version")
+        if not isinstance(version, int):
+            raise StoreError(f"{where}: the manifest has no integer format_version")
+        check_format_version(version, where)
+        redundant = data.pop("length", None)
+        data["stats"] = Stats.from_dict(data.get("stats"), where)
+        manifest = _build(cls, data, where)
+        if redundant is not None and (type(redundant) is not int or redundant != manifest.length):
+            raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
+                             f"is {manifest.length}")
+        _check_consistent(manifest, where)
+        _check_numbers(manifest, where)
+        return manifest
+
+
+def _check_consistent(manifest: Manifest, where: str) -> None:
+    if manifest.payload_kind not in {kind.label for kind in PayloadKind}:
+        raise StoreError(f"{where}: unknown payload kind {manifest.payload_kind!r} in the manifest")
+    if len(manifest.stats.class_counts) != len(manifest.classes):
+        raise StoreError(f"{where}: the manifest lists {len(manifest.classes)} classes but "
+                         f"{len(manifest.stats.class_counts)} class counts")
+    if manifest.label_kind not in ("single", "multi"):
+        raise StoreError(f"{where}: unknown label kind {manifest.label_kind!r} in the manifest")
+    if manifest.class_order not in ("text", "numeric"):
+        raise StoreError(f"{where}: unknown class order {manifest.class_order!r} in the manifest")
+    if len(manifest.source_kind) > 40 or not manifest.source_kind.isidentifier():
+        raise StoreError(f"{where}: malformed source kind {manifest.source_kind[:40]!r} in the manifest")
+    if manifest.multi_label and manifest.format_version < MULTI_LABEL_VERSION:
+        raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
+                         f"or later, not {manifest.format_version}")
+    counts, length = manifest.stats.class_counts, manifest.length
+    if manifest.multi_label:
+        fits = length >= 0 and all(0 <= count <= length for count in counts) and sum(counts) >= length
+    else:
+        fits = sum(counts) == length and length >= 0
+    if not fits:
+        raise StoreError(f"{where}: the manifest's class counts ('stats.class_counts') do not add up to "
+                         "its length")
+    if manifest.unlisted < 0:
+        raise StoreError(f"{where}: the manifest counts fewer than no unlisted images")
+    if manifest.skipped_files_omitted < 0:
+        raise StoreError(f"{where}: the manifest counts fewer than no omitted skipped files")
+    if manifest.keys != {"scheme": "index", "digits": KEY_DIGITS}:
+        raise StoreError(f"{where}: unknown key scheme {manifest.keys!r} in the manifest")
+
+
+def check_stats(stats: Stats, where: str) -> None:
+    """Every running total within what a conversion writes, in a manifest or a progress entry.
+
+    A resume takes a progress entry's totals into the manifest it writes, so
+    they are checked where they are read, as a manifest's are.
+
+    Raises:
+        StoreError: a number out of range, naming its field.
+    """
+    length = stats.length
+    check_count(where, "stats.length", length, 10**KEY_DIGITS)  # keys have KEY_DIGITS digits
+    check_counts(where, "stats.class_counts", stats.class_counts, length)
+    check_counts(where, "stats.image_formats", stats.image_formats, length)
+    for name in ("exif_oriented", "high_bit_depth", "downscaled"):
+        check_count(where, f"stats.{name}", getattr(stats, name), length)
+    check_count(where, "stats.total_bytes", stats.total_bytes)
+    check_size_range(where, "stats.width_range", stats.width_range, length)
+    check_size_range(where, "stats.height_range", stats.height_range, length)
+    check_pixel_floor(where, stats.width_range, stats.height_range)
+
+
+def check_record(record: Record, key: str, position: int, manifest: Manifest, targets: np.ndarray) -> None:
+    """Refuse a record whose header disagrees with the store's label table or size ranges.
+
+    A record's checksum proves only that its bytes are the ones written, and a
+    hostile store writes its own checksums. So before a record is decoded, its
+    header is checked against what the store promises elsewhere: its label (or,
+    in a multi-label store, its first class) against the label table that
+    samplers and class statistics use, and its image size against the manifest's
+    size ranges, from which ``datakit.DataLoader`` sizes its batch slots. Every
+    read path and ``inspect --verify`` make the same checks here, so a record
+    that fails one is refused by all of them, including ``output="bytes"``.
+
+    Args:
+        record: the decoded record (its checksum already checked).
+        key: its key, named in the error.
+        position: its index in the store.
+        manifest: the store's manifest.
+        targets: the store's label table, as datasets hold it (one label per
+            record, or a multi-hot row per record in a multi-label store).
+
+    Raises:
+        CorruptRecordError: the header disagrees.
+    """
+    header = record.header
+    if manifest.multi_label:  # the header holds the first class of the multi-hot row
+        row = targets[position]
+        if (header.version < MULTI_LABEL_VERSION or not 0 <= header.label < len(row)
+                or not row[header.label] or row[:header.label].any()):
+            raise CorruptRecordError(key, f"its label {header.label} (format version {header.version}) "
+                                          f"disagrees with the store's multi-label table ({row.tolist()})")
+    elif header.label != targets[position]:
+        raise CorruptRecordError(key, f"its label {header.label} disagrees with the store's label table "
+                                      f"({targets[position]})")
+    widths, heights = manifest.stats.width_range, manifest.stats.height_range
+    if not (widths and widths[0] <= header.width <= widths[1] and heights[0] <= header.height <= heights[1]):
+        raise CorruptRecordError(key, f"its header says {header.width}x{header.height}, outside the "
+                                      f"manifest's sizes (widths {widths}, heights {heights})")
+
+
+def _check_numbers(manifest: Manifest, where: str) -> None:
+    """Every number within what a conversion writes (:mod:`datakit.format.bounds`)."""
+    check_stats(manifest.stats, where)
+    length = manifest.length
+    check_count(where, "skipped", manifest.skipped)
+    check_count(where, "max_side", manifest.max_side, MAX_SIDE)
+    check_count(where, "quality", manifest.quality, 100)
+    for position, entry in enumerate(manifest.appends):
+        check_count(where, f"appends[{position}].added", entry["added"], length)
+
+
+_JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,
+               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list,
+               "list[dict[str, Any]]": list}
+
+
+_ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
+                          "quality", "label_file", "unlisted", "label_kind", "appends",
+                          "class_order", "source_kind"})
+"""Fields a store written by an earlier datakit lacks; their defaults apply."""
+
+_Built = TypeVar("_Built")
+
+
+def _build(cls: type[_Built], data: Any, where: str) -> _Built:
+    """Construct a dataclass from JSON data, checking every field's type."""
+    if not isinstance(data, dict):
+        raise StoreError(f"{where}: malformed manifest ({cls.__name__} is not an object)")
+    values = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in data and f.name in _ADDED_FIELDS:
+            continue  # written before the field existed: its default
+        if f.name not in data:
+            if f.name in _ADDED_LATER:  # a store written before the field existed
+                continue
+            raise StoreError(f"{where}: the manifest has no {f.name!r} field")
+        value: Any = data[f.name]
+        expected = _JSON_TYPES[str(f.type)]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise StoreError(
+                f"{where}: manifest field {f.name!r} should be {f.type}, not {type(value).__name__}"
+            )
+        item_type = {"list[str]": str, "list[int]": int, "dict[str, int]": int}.get(str(f.type))
+        items: Iterable[Any] = ()
+        if isinstance(value, (dict, list)):
+            items = value.values() if isinstance(value, dict) else value
+        if item_type is not None and not all(type(item) is item_type for item in items):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}")
+        if str(f.type) == "list[list[str]]" and not all(
+                type(item) is list and len(item) == 2 and all(type(text) is str for text in item)
+                for item in items):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be [path, reason] pairs")
+        if str(f.type) == "list[dict[str, Any]]" and not all(
+                type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
+                and type(item.get("source")) is str and type(item.get("label_file")) is str
+                for item in items):
+            raise StoreError(f"{where}: manifest field {f.name!r} should be append records")
+        values[f.name] = value
+    return cls(**values)

@@ -1,0 +1,184 @@
+"""Turning a list of samples into a batch (``default_collate``) and converting
+single samples to tensors (``default_convert``), with torch's semantics.
+
+Inside a loader worker process the stacked tensor is allocated in shared
+memory, so sending the batch to the main process moves a file descriptor, not
+the bytes (see ``docs/loader.md``, "Worker to main path").
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from datakit.loader.transport.mismatch import size_mismatch
+from datakit.loader.transport.nested import map_nested, rebuild_mapping, rebuild_sequence
+
+__all__ = ["is_default_collate", "default_collate", "default_convert"]
+
+# numpy dtype kinds that hold strings or Python objects: not convertible to tensors.
+_STR_OR_OBJECT_DTYPE = re.compile("[SaUO]")
+
+_UNSUPPORTED_MESSAGE = (
+    "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
+)
+
+_PIL_MESSAGE = (
+    "default_collate: batch contains a PIL image ({}); convert images to tensors first, "
+    'for example with output="tensor" on the datakit dataset or a transform such as '
+    "torchvision.transforms.PILToTensor()"
+)
+
+
+# torch's text (torch/utils/data/_utils/collate.py), word for word: tests and users match on it.
+_UNSUPPORTED_TENSORS = (
+    "Batches of {} tensors are not currently supported by the default collate_fn; "
+    "please provide a custom collate_fn to handle them appropriately."
+)
+
+_SPARSE_LAYOUTS = frozenset(
+    {torch.sparse_coo, torch.sparse_csr, torch.sparse_bsr, torch.sparse_csc, torch.sparse_bsc}
+)
+
+
+def _is_numpy_value(data: object) -> bool:
+    """True for numpy arrays and numpy scalars other than numpy strings."""
+    kind = type(data)
+    return kind.__module__ == "numpy" and kind.__name__ not in ("str_", "string_", "bytes_")
+
+
+def default_convert(data: Any) -> Any:
+    """Converts numpy arrays and numpy scalars inside ``data`` to tensors.
+
+    Used instead of :func:`default_collate` when automatic batching is off
+    (``batch_size=None``). Containers are walked as :func:`default_collate`
+    walks them; tuples become lists; anything else is returned unchanged.
+
+    Args:
+        data: One sample.
+
+    Returns:
+        The sample with numpy values replaced by tensors.
+    """
+    return map_nested(data, _convert_leaf)
+
+
+def _convert_leaf(data: Any) -> Any:
+    if isinstance(data, torch.Tensor):
+        return data
+    if _is_numpy_value(data):
+        if isinstance(data, np.ndarray) and _STR_OR_OBJECT_DTYPE.search(data.dtype.str):
+            return data
+        return torch.as_tensor(data)
+    return data
+
+
+def _in_worker_process() -> bool:
+    from datakit.loader.workers.worker import get_worker_info
+
+    return get_worker_info() is not None
+
+
+def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
+    first = batch[0]
+    if first.is_nested:
+        raise RuntimeError(_UNSUPPORTED_TENSORS.format("nested"))
+    if first.layout in _SPARSE_LAYOUTS:
+        raise RuntimeError(_UNSUPPORTED_TENSORS.format("sparse"))
+    if first.layout != torch.strided:
+        raise RuntimeError(_UNSUPPORTED_TENSORS.format(str(first.layout).removeprefix("torch.")))
+    try:
+        out = None
+        if first.device.type == "cpu" and _in_worker_process():
+            # Allocate the result in shared memory so it crosses the process boundary as a handle.
+            numel = sum(item.numel() for item in batch)
+            # import-graph: allow-private: torch's default_collate allocates its shared storage this way
+            storage = first._typed_storage()._new_shared(numel, device=first.device)  # type: ignore[no-untyped-call]
+            out = first.new(storage).resize_(len(batch), *first.shape)
+        return torch.stack(list(batch), 0, out=out)
+    except RuntimeError:
+        # Samples of several sizes (torch's stack error, or the shared storage sized from their total
+        # refusing the first one's shape): say which samples and what to do. Checked only on failure.
+        mismatch = size_mismatch(batch)
+        if mismatch is None:
+            raise
+        raise mismatch from None
+
+
+def _collate_numpy_array(batch: Sequence[np.ndarray]) -> Any:
+    if _STR_OR_OBJECT_DTYPE.search(batch[0].dtype.str):
+        raise TypeError(_UNSUPPORTED_MESSAGE.format(batch[0].dtype))
+    return default_collate([torch.as_tensor(item) for item in batch])
+
+
+def _collate_sequence(batch: Sequence[Sequence[Any]]) -> Any:
+    first = batch[0]
+    size = len(first)
+    if any(len(item) != size for item in batch):
+        raise RuntimeError("each element in list of batch should be of equal size")
+    columns = [default_collate(column) for column in zip(*batch, strict=False)]
+    if isinstance(first, tuple):
+        return columns
+    return rebuild_sequence(first, columns)
+
+
+def default_collate(batch: Sequence[Any]) -> Any:
+    """Stacks a list of samples into a batch, keeping the samples' structure.
+
+    Tensors are stacked along a new first dimension (in shared memory when
+    called in a loader worker); numpy arrays and numpy scalars become tensors;
+    ints and floats become int64/float64 tensors; str and bytes stay lists;
+    mappings, namedtuples and sequences are collated field by field (tuples
+    become lists).
+
+    Args:
+        batch: The samples, all of the same structure.
+
+    Returns:
+        The batch.
+
+    Raises:
+        TypeError: A sample holds something with no batched form (including a
+            PIL image, or a numpy array of strings/objects).
+        RuntimeError: Sequences in the batch differ in length.
+
+    Example:
+        >>> default_collate([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])
+        {'x': tensor([1, 2]), 'y': ['a', 'b']}
+    """
+    first = batch[0]
+    if isinstance(first, torch.Tensor):
+        return _stack_tensors(batch)
+    if isinstance(first, np.ndarray):
+        return _collate_numpy_array(batch)
+    if isinstance(first, (np.bool_, np.number, np.object_)):
+        return torch.as_tensor(batch)
+    if isinstance(first, float):
+        return torch.tensor(batch, dtype=torch.float64)
+    if isinstance(first, int):
+        return torch.tensor(batch)
+    if isinstance(first, (str, bytes)):
+        return batch
+    if isinstance(first, collections.abc.Mapping):
+        columns = {key: default_collate([sample[key] for sample in batch]) for key in first}
+        return rebuild_mapping(first, columns)
+    if isinstance(first, tuple) and hasattr(first, "_fields"):
+        return type(first)(*(default_collate(column) for column in zip(*batch, strict=False)))
+    if isinstance(first, collections.abc.Sequence):
+        return _collate_sequence(batch)
+    if type(first).__module__.split(".")[0] == "PIL":
+        raise TypeError(_PIL_MESSAGE.format(type(first).__name__))
+    raise TypeError(_UNSUPPORTED_MESSAGE.format(type(first)))
+
+
+def is_default_collate(collate_fn: Any) -> bool:
+    """Whether ``collate_fn`` is the default (datakit's or torch's): batches are then ``[images, labels]``
+    as the loader builds them, so the loader may read them into slots and run a dataset's batch steps."""
+    import torch.utils.data
+
+    return collate_fn is default_collate or collate_fn is torch.utils.data.default_collate

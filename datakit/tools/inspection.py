@@ -1,0 +1,289 @@
+"""Inspecting a store: a summary, a full verification, a preview sheet.
+
+``inspect()`` returns plain data (what ``datakit inspect --json`` prints), so
+scripts and the CLI see the same thing. An incomplete store is summarised
+from its conversion progress instead of being refused, since "how far did the
+interrupted conversion get?" is exactly what one asks of it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from datakit.conversion.sources.foreign.summary import foreign_summary
+from datakit.errors import DatakitError, IncompleteStoreError, StoreError
+from datakit.format.decoding import record_to_array, record_to_pil
+from datakit.format.manifest import Manifest, Stats, check_record, record_key
+from datakit.format.records import decode_record
+from datakit.stores import given_options, resolve_store
+from datakit.stores.contract import StoreReader, StoreSpec
+from datakit.stores.refusals import incomplete_message
+
+__all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS"]
+
+_THUMB = 96
+_CAPTION = 14
+
+PREVIEW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
+"""The preview sheet's format, by the extension of its file name (case does not matter)."""
+
+
+def inspect(
+    store: StoreSpec | str | os.PathLike[str],
+    *,
+    collection: str | None = None,
+    database: str | None = None,
+    verify: bool = False,
+    preview: str | os.PathLike[str] | None = None,
+    preview_count: int = 36,
+    skipped: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Summarise a store, optionally verifying it and drawing a preview sheet.
+
+    Args:
+        store: a path (LMDB), a ``mongodb://`` URI, or a store spec.
+        collection, database: MongoDB only; they do not apply to a spec.
+        verify: check every record's checksum and decode every image. The
+            result's ``verify`` entry lists each bad record's key and reason.
+        preview: write a grid of labelled thumbnails to this path, in the
+            format its extension names (:data:`PREVIEW_FORMATS`: ``.png``,
+            ``.jpg``/``.jpeg``, ``.webp``).
+        preview_count: how many samples the preview shows, spread over classes.
+        skipped: add ``skipped_files`` (``{"path", "reason"}`` of each source
+            file or folder the conversion skipped or ignored, as kept in the
+            manifest; ``None`` for an incomplete store) and ``skipped_files_omitted``.
+        progress: called as ``progress(done, total)`` while ``verify`` checks
+            the records, so that a caller can show how far it got (the
+            library itself prints nothing).
+
+    Returns:
+        A JSON-serialisable dict: ``backend``, ``path``, ``length``,
+        ``classes``, ``class_counts``, ``total_bytes``, ``mean_bytes``,
+        ``payload_kind``, ``image_formats``, ``width_range``, ``height_range``,
+        ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
+        ``source_kind`` (``"folder"``, ``"huggingface"``, ``"webdataset"``; ``None``
+        for an incomplete store), ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
+        of images with an EXIF orientation, and with 16-bit or float pixels),
+        ``exif_transpose`` (those were stored upright), ``downscaled`` with
+        ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
+        ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
+        multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
+        (the ``--labels`` file the labels came from, ``None`` for class
+        folders or an incomplete store), ``class_order`` (``"numeric"``: a
+        label file's integer labels sorted as numbers; ``"text"``: sorted as
+        text, as folder names are; ``None`` for an incomplete store; classes
+        new in an append come last either way), ``unlisted`` (images under the
+        source that the label file did not name), ``appends`` (each
+        ``--append``: ``when``, ``added``, ``source``, ``label_file``),
+        ``being_written`` (a conversion is writing the
+        store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
+        plus ``problem`` for an incomplete store and ``verify`` and
+        ``preview`` when asked for. A store datakit did not write, in a layout
+        ``datakit convert`` imports (the pickle recipe's LMDB or MongoDB
+        layout, an LMDB of encoded images), gives ``backend``, ``path``,
+        ``complete`` (false) and ``foreign``: ``layout``, ``records``,
+        ``sample_keys``, ``detail`` and the ``command`` that imports it
+        (:mod:`datakit.conversion.sources.foreign.summary`).
+
+    Raises:
+        ValueError: ``preview``'s extension names no format the sheet can be
+            written in.
+    """
+    if preview is not None:
+        preview_format(preview)  # before any work: a long --verify must not end in this refusal
+    spec = resolve_store(store, given_options(collection=collection, database=database))
+    try:
+        reader = spec.open_reader()
+    except IncompleteStoreError as exc:
+        summary = foreign_summary(spec) or _summarise_incomplete(spec, str(exc))
+        if skipped:
+            summary.update(skipped_files=None, skipped_files_omitted=0)
+        return summary
+    except StoreError:
+        found = foreign_summary(spec)
+        if found is None:
+            raise
+        return found
+    with reader:
+        summary = _summarise(spec, reader.manifest)
+        if skipped:
+            summary["skipped_files"] = [{"path": path, "reason": reason}
+                                        for path, reason in reader.manifest.skipped_files]
+            summary["skipped_files_omitted"] = reader.manifest.skipped_files_omitted
+        if verify:
+            bad = verify_records(reader, progress)
+            summary["verify"] = {"checked": summary["length"], "ok": not bad, "bad": bad}
+        if preview is not None:
+            draw_preview(reader, os.fspath(preview), preview_count)
+            summary["preview"] = os.path.abspath(os.fspath(preview))
+    # A complete store can be being written too: an append holds the writer lock (or lease) while
+    # readers still see the store as it was. Asked after the reader closed: LMDB allows one
+    # environment per store and process.
+    with spec.open_writer() as writer:
+        running = writer.running_writer()
+    if running is not None:
+        summary.update(being_written=True, writer=running.describe())
+    return summary
+
+
+def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
+    summary = spec.summary_fields()
+    summary.update(_stats_fields(manifest.classes, manifest.stats))
+    summary.update(
+        payload_kind=manifest.payload_kind,
+        format_version=manifest.format_version,
+        complete=True,
+        skipped=manifest.skipped,
+        created=manifest.created,
+        source=manifest.source,
+        source_kind=manifest.source_kind,
+        datakit_version=manifest.datakit_version,
+        exif_transpose=manifest.exif_transpose,
+        max_side=manifest.max_side,
+        quality=manifest.quality,
+        label_kind=manifest.label_kind,
+        label_file=manifest.label_file or None,
+        class_order=manifest.class_order,
+        unlisted=manifest.unlisted,
+        appends=[dict(entry) for entry in manifest.appends],
+        being_written=False,
+        writer=None,
+    )
+    return summary
+
+
+def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
+    with spec.open_writer() as writer:
+        state = writer.committed_state()
+        running = writer.running_writer()
+    if running is not None:  # being written, not interrupted: say so, and never suggest --resume
+        message = incomplete_message(spec, state.settings.source, running)
+    summary = spec.summary_fields()
+    summary.update(_stats_fields(state.settings.classes, state.stats))
+    summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
+                   skipped=None, created=None, source=state.settings.source, source_kind=None,
+                   datakit_version=None,
+                   exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
+                   quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
+                   class_order=None, unlisted=0, appends=[], being_written=running is not None,
+                   writer=running.describe() if running is not None else None, problem=message)
+    return summary
+
+
+def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
+    return {
+        "length": stats.length,
+        "classes": list(classes),
+        "class_counts": dict(zip(classes, stats.class_counts, strict=True)),
+        "total_bytes": stats.total_bytes,
+        "mean_bytes": round(stats.total_bytes / stats.length, 1) if stats.length else 0,
+        "image_formats": dict(stats.image_formats),
+        "width_range": list(stats.width_range),
+        "height_range": list(stats.height_range),
+        "exif_oriented": stats.exif_oriented,
+        "high_bit_depth": stats.high_bit_depth,
+        "downscaled": stats.downscaled,
+    }
+
+
+def verify_records(reader: StoreReader,
+                   progress: Callable[[int, int], None] | None = None) -> list[dict[str, str]]:
+    """Check every record: present, checksum, what its header says (label, size: as reads check
+    it, :func:`datakit.format.manifest.check_record`), and a full image decode.
+
+    ``progress(done, total)`` is called before the first record and after each one.
+
+    Returns:
+        One ``{"key", "reason"}`` dict per bad record; empty when all is well.
+    """
+    manifest = reader.manifest
+    labels = reader.labels()
+    bad: list[dict[str, str]] = []
+    expected = 0
+    report = progress or _ignore
+    report(0, manifest.length)
+    for index, data in reader.iter_records():
+        while expected < index:  # a gap: records that should be there are not
+            bad.append({"key": record_key(expected), "reason": "missing"})
+            expected += 1
+        expected = index + 1
+        key = record_key(index)
+        try:
+            record = decode_record(data, key)
+            check_record(record, key, index, manifest, labels)
+            record_to_array(record)
+        except Exception as exc:  # every failure is a finding, not a crash
+            bad.append({"key": key, "reason": getattr(exc, "reason", None) or str(exc)})
+        report(min(expected, manifest.length), manifest.length)
+    bad.extend({"key": record_key(index), "reason": "missing"} for index in range(expected, manifest.length))
+    report(manifest.length, manifest.length)
+    return bad
+
+
+def _ignore(done: int, total: int) -> None:
+    """The progress callback when nobody asked for one."""
+
+
+def preview_format(path: str | os.PathLike[str]) -> str:
+    """The Pillow format a preview sheet at ``path`` is written in, named by its extension.
+
+    Raises:
+        ValueError: the extension is none of :data:`PREVIEW_FORMATS`.
+    """
+    extension = os.path.splitext(os.fspath(path))[1].lower()
+    if extension not in PREVIEW_FORMATS:
+        names = ", ".join(list(PREVIEW_FORMATS)[:-1]) + f" or {list(PREVIEW_FORMATS)[-1]}"
+        raise ValueError(f"preview={os.fspath(path)!r}: the file name must end in {names}, the format the "
+                         "sheet is written in")
+    return PREVIEW_FORMATS[extension]
+
+
+def draw_preview(reader: StoreReader, path: str, count: int) -> None:
+    """Write a grid of thumbnails, each captioned with its class and key, in the format that
+    ``path``'s extension names (:func:`preview_format`)."""
+    image_format = preview_format(path)
+    labels = reader.labels()  # validated against the classes when read
+    indices = _spread_over_classes(labels, count)
+    if not indices:
+        raise DatakitError(f"{reader.spec.describe()} holds no record to preview")
+    columns = max(1, math.ceil(math.sqrt(len(indices))))
+    rows = math.ceil(len(indices) / columns)
+    sheet = Image.new("RGB", (columns * _THUMB, rows * (_THUMB + _CAPTION)), "white")
+    draw = ImageDraw.Draw(sheet)
+    classes = reader.manifest.classes
+    for slot, (index, data) in enumerate(zip(indices, reader.get_many(indices), strict=True)):
+        key = record_key(index)
+        x, y = (slot % columns) * _THUMB, (slot // columns) * (_THUMB + _CAPTION)
+        caption = f"bad #{index}"
+        try:
+            record = decode_record(data, key)
+            caption = f"{classes[labels[index]]} #{index}"
+            thumb = record_to_pil(record)
+            thumb.thumbnail((_THUMB - 4, _THUMB - 4))
+            sheet.paste(thumb, (x + (_THUMB - thumb.width) // 2, y + (_THUMB - thumb.height) // 2))
+        except Exception:  # a broken record still gets its slot, marked; --verify says what is wrong
+            draw.line((x, y, x + _THUMB, y + _THUMB), fill="red", width=3)
+        draw.text((x + 3, y + _THUMB), caption[:16], fill="black")
+    sheet.save(path, format=image_format)
+
+
+def _spread_over_classes(labels: np.ndarray, count: int) -> list[int]:
+    """Up to ``count`` indices, taking the first samples of each class in turn."""
+    order = np.argsort(labels, kind="stable")
+    present, starts = np.unique(labels[order], return_index=True)
+    ends = [*starts[1:], len(order)]
+    queues = [deque(order[start:end][:count].tolist()) for start, end in zip(starts, ends, strict=True)]
+    chosen: list[int] = []
+    while len(chosen) < count and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < count:
+                chosen.append(queue.popleft())
+    return sorted(chosen)

@@ -1,0 +1,173 @@
+"""What a dataset holds for a ``datakit.vision`` transform: fused decoding, batch steps, seeds.
+
+A :class:`FusedPipeline` runs a :class:`~datakit.vision.recipe.Recipe` for a
+dataset. It pickles without its decoder (each process makes its own, with its
+own scratch buffer) and keys every draw on the loader's epoch seed and the
+sample's index (:mod:`datakit.loader.resume.epoch_seed`). It gives the loader its
+batch steps (:class:`~datakit.loader.workers.batch_contract.BatchSteps`): for a batch read
+into a slot, the batched augmentations on the uint8 batch (in the worker, or
+on the device), then ``Normalize``, the steps after it and MixUp/CutMix once
+per batch; for a batch collated the ordinary way, MixUp/CutMix after collate.
+Read sample by sample (``dataset[i]``, torch's own loader), a sample gets
+every per-sample step; MixUp and CutMix need batches and are left to the
+loader (:meth:`FusedPipeline.collate`).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from datakit.format.records import Record
+from datakit.loader.resume.epoch_seed import epoch_seed
+from datakit.loader.transport.collate import default_collate
+from datakit.loader.workers.batch_contract import BatchInfo, BatchSteps, ShapeChanged
+from datakit.vision.fused_decode import FusedDecoder, FusedPlan
+from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
+from datakit.vision.recipe import Recipe, compile_recipe, run_batch_steps, run_sample_steps
+
+__all__ = ["FusedPipeline"]
+
+
+class FusedPipeline:
+    """Runs a compiled ``datakit.vision`` pipeline for a dataset.
+
+    Args:
+        recipe: the compiled pipeline (:func:`~datakit.vision.recipe.compile_recipe`).
+    """
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self._decoder: FusedDecoder | None = None
+        self._decoder_pid: int | None = None
+        self._warned_unmixed = False
+
+    @classmethod
+    def from_transform(cls, transform: object) -> FusedPipeline | None:
+        """The pipeline for ``transform`` when it is a ``datakit.vision`` one, else None.
+
+        Raises:
+            ValueError: a ``datakit.vision`` pipeline that cannot run (a
+                per-sample operation after MixUp or CutMix).
+        """
+        recipe = compile_recipe(transform)
+        return None if recipe is None else cls(recipe)
+
+    @property
+    def plan(self) -> FusedPlan:
+        """The fused prefix: what runs inside decoding."""
+        return self.recipe.fused
+
+    def output_shape(self) -> tuple[int, int, int] | None:
+        """``(3, H, W)`` when every sample has that shape after the per-sample steps, else None."""
+        return self.recipe.output_shape()
+
+    def random_for(self, index: int) -> SampleRandom:
+        """Sample ``index``'s random numbers for the fused prefix: keyed on the epoch seed, or torch's."""
+        seed = epoch_seed()
+        if seed is None:
+            return from_torch_generator()
+        return SampleRandom(mix_seed(seed, index))
+
+    def sample(self, record: Record, index: int) -> torch.Tensor:
+        """Sample ``index`` as the pipeline makes it, every per-sample step included."""
+        return self.samples([self.decode_sample(record, index)], [index])[0]
+
+    def decode_sample(self, record: Record, index: int) -> torch.Tensor:
+        """Sample ``index`` after the fused prefix only: uint8 ``(3, H, W)``."""
+        return self._fused().decode(record, self.random_for(index))
+
+    def samples(self, decoded: list[torch.Tensor], indices: Sequence[int]) -> list[torch.Tensor]:
+        """Decoded samples through the per-sample steps: batched where they share a shape."""
+        self._warn_if_unmixed()
+        seed = epoch_seed()
+        recipe = self.recipe
+        current: torch.Tensor | list[torch.Tensor] = decoded
+        if recipe.pixel_steps:
+            current = run_sample_steps(recipe.pixel_steps, current, indices, seed)
+        if recipe.normalize is not None:
+            normalize = recipe.normalize
+            current = (normalize(current) if isinstance(current, torch.Tensor)
+                       else [normalize(sample) for sample in current])
+        if recipe.float_steps:
+            current = run_sample_steps(recipe.float_steps, current, indices, seed)
+        return list(current.unbind(0)) if isinstance(current, torch.Tensor) else list(current)
+
+    def decode_into(self, record: Record, index: int, out: np.ndarray) -> None:
+        """Sample ``index``'s fused-prefix pixels, written into ``out`` (before the batch steps)."""
+        self._fused().decode(record, self.random_for(index), out)
+
+    def batch_steps(self) -> BatchSteps | None:
+        """What the loader runs on this pipeline's batches, or None when decoding is all there is."""
+        recipe = self.recipe
+        return BatchSteps(
+            augment=self.augment_batch if recipe.pixel_steps else None,
+            finish=self.finish_batch if recipe.finishes else None,
+            mix=self.mix_batch if recipe.batch_steps else None,
+            on_host=recipe.calls_user_code,
+        ) if recipe.pixel_steps or recipe.finishes else None
+
+    def augment_batch(self, images: torch.Tensor, info: BatchInfo) -> torch.Tensor:
+        """The per-sample steps before ``Normalize``, on a uint8 ``(N, 3, H, W)`` batch.
+
+        Raises:
+            ShapeChanged: a callable of the user's made samples of another
+                shape or dtype; the loader then reads the batch the ordinary way.
+        """
+        out = run_sample_steps(self.recipe.pixel_steps, images, info.indices, info.epoch_seed)
+        if not isinstance(out, torch.Tensor) or out.shape != images.shape or out.dtype != images.dtype:
+            raise ShapeChanged("a per-sample step changed the samples' shape or dtype")
+        return out
+
+    def finish_batch(self, images: torch.Tensor, labels: torch.Tensor,
+                     info: BatchInfo) -> tuple[torch.Tensor, torch.Tensor]:
+        """``Normalize``, the steps after it and MixUp/CutMix, once per batch."""
+        recipe = self.recipe
+        if recipe.normalize is not None:
+            images = recipe.normalize(images)
+        if recipe.float_steps:
+            out = run_sample_steps(recipe.float_steps, images, info.indices, info.epoch_seed)
+            # samples a callable left in several shapes: torch.stack's error, as default_collate's
+            images = out if isinstance(out, torch.Tensor) else torch.stack(out)
+        return run_batch_steps(recipe.batch_steps, images, labels, info.indices, info.epoch_seed)
+
+    def mix_batch(self, batch: Any, info: BatchInfo) -> Any:
+        """MixUp/CutMix on a batch collated the ordinary way (``[images, labels]``)."""
+        images, labels = batch[0], batch[1]
+        steps = self.recipe.batch_steps
+        images, labels = run_batch_steps(steps, images, labels, info.indices, info.epoch_seed)
+        return [images, labels, *batch[2:]]
+
+    def collate(self, samples: Sequence[Any]) -> Any:
+        """``default_collate`` then MixUp/CutMix: the ``collate_fn`` for torch's own ``DataLoader``.
+
+        datakit's loader mixes its batches itself; torch's calls this per batch
+        (draws from torch's generator, as torchvision's MixUp does there).
+        """
+        return self.mix_batch(default_collate(samples), BatchInfo((), None))
+
+    def _warn_if_unmixed(self) -> None:
+        if self.recipe.batch_steps and epoch_seed() is None and not self._warned_unmixed:
+            self._warned_unmixed = True
+            names = ", ".join(repr(step.op) for step in self.recipe.batch_steps)
+            warnings.warn(f"{names} mixes whole batches, which datakit.DataLoader does; under another "
+                          "loader pass collate_fn=dataset.collate_fn (samples are returned unmixed)",
+                          UserWarning, stacklevel=4)
+
+    def _fused(self) -> FusedDecoder:
+        pid = os.getpid()
+        if self._decoder is None or self._decoder_pid != pid:
+            self._decoder, self._decoder_pid = FusedDecoder(self.plan), pid
+        return self._decoder
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"recipe": self.recipe, "_decoder": None, "_decoder_pid": None,
+                "_warned_unmixed": self._warned_unmixed}
+
+    def __repr__(self) -> str:
+        return f"FusedPipeline({self.recipe!r})"
