@@ -24,8 +24,8 @@ import torch
 import datakit
 from datakit.format.manifest import Manifest, Stats
 from datakit.format.records import PayloadKind, encode_record
+from datakit.stores.conversion_state import ConversionSettings, PendingRecord
 from datakit.stores.lmdb import LMDBSpec
-from datakit.stores.state import ConversionSettings, PendingRecord
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _procfs import child_pids, unique_mb

@@ -70,6 +70,7 @@ MOVED: dict[str, str] = {
     "datakit.vision.fused": "datakit.vision.fused_decode",
     "datakit.vision.fused_pipeline": "datakit.vision.pipeline",
     "datakit.vision.jpeg": "datakit.format.jpeg",
+    "datakit.stores.state": "datakit.stores.conversion_state",
 }
 """Old module name -> the module's name now."""
 

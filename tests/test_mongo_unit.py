@@ -19,11 +19,11 @@ from pymongo.errors import AutoReconnect, NetworkTimeout, OperationFailure
 from datakit.errors import CorruptRecordError, StoreError, StoreUnavailableError
 from datakit.format.manifest import Manifest, Stats, record_key
 from datakit.stores import resolve_store
+from datakit.stores.conversion_state import ConversionSettings, PendingRecord
 from datakit.stores.mongo import MongoSpec, make_spec
 from datakit.stores.mongo import connection as mongo_connection
 from datakit.stores.mongo.connection import MongoConnection, RetryPolicy, mask_uri, uri_database, uri_options
 from datakit.stores.mongo.layout import join_label_parts, label_parts
-from datakit.stores.state import ConversionSettings, PendingRecord
 
 SECRET = "s3cr%2Ft"
 MASKED = "mongodb://ann:***@h:1/db collection=c"

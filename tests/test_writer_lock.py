@@ -240,7 +240,7 @@ def test_mongo_writer_that_lost_its_lease_stops_before_writing(mongo_store_locat
     from datakit.errors import StoreError
     from datakit.format.manifest import Stats
     from datakit.stores import resolve_store
-    from datakit.stores.state import ConversionSettings
+    from datakit.stores.conversion_state import ConversionSettings
 
     location = mongo_store_location
     spec = resolve_store(location["uri"], {"collection": location["collection"]})

@@ -36,7 +36,7 @@ from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.labelfile import LabelledFolder
 from datakit.errors import ConversionError, Spelling
 from datakit.format.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
-from datakit.stores.state import AppendState, CommittedState, ConversionSettings
+from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["APPEND_RULES", "AppendPlan", "plan_append", "appended_manifest"]
 

@@ -20,7 +20,7 @@ from datakit.errors import DestinationExistsError, InvalidLocationError, StoreNo
 from datakit.format.manifest import Stats
 from datakit.stores import MONGODB_SCHEMES, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.contract import StoreSpec, StoreWriter
-from datakit.stores.state import AppendState, CommittedState, ConversionSettings
+from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["resolve_destination", "check_not_a_broken_uri", "check_outside_source", "prepare_destination"]
 

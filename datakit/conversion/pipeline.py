@@ -38,13 +38,13 @@ from datakit.conversion.reading import read_pending, too_many_readers
 from datakit.conversion.report import ConversionReport, checked, scanned_report
 from datakit.conversion.run import start_run
 from datakit.conversion.sources.entries import SourceFolder
-from datakit.conversion.sources.foreign.scan import StoreChoice
+from datakit.conversion.sources.foreign.layouts import StoreChoice
 from datakit.conversion.sources.labelfile import LabelledFolder
 from datakit.conversion.sources.scan import SourceChoice, scan_source
 from datakit.errors import DatakitWarning
 from datakit.stores import given_options, is_mongodb_uri
 from datakit.stores.contract import StoreSpec
-from datakit.stores.state import ConversionSettings
+from datakit.stores.conversion_state import ConversionSettings
 
 __all__ = ["convert", "ProgressCallback"]
 
@@ -156,7 +156,7 @@ def convert(
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
-    allow-list only, never run (:mod:`datakit.conversion.sources.foreign.scan`); pixel
+    allow-list only, never run (:mod:`datakit.conversion.sources.foreign.layouts`); pixel
     arrays are stored as raw records whatever ``format`` says.
 
     Returns:

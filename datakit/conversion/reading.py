@@ -22,7 +22,7 @@ from datakit.conversion.reader_pool import ReaderPool
 from datakit.conversion.sources.entries import SourceEntry
 from datakit.conversion.sources.files import EntryBytes
 from datakit.format.records import PayloadKind, seal_record
-from datakit.stores.state import ConversionSettings
+from datakit.stores.conversion_state import ConversionSettings
 
 __all__ = ["ReadOptions", "ReadOutcome", "read_pending", "read_images", "usable_cpus", "too_many_readers"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.folder import legacy_order_matches
 from datakit.errors import ConversionError, Spelling, option
-from datakit.stores.state import CommittedState, ConversionSettings
+from datakit.stores.conversion_state import CommittedState, ConversionSettings
 
 __all__ = ["check_resumable"]
 

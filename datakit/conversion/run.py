@@ -25,7 +25,7 @@ from datakit.conversion.sources.labelfile import in_class_order
 from datakit.format.manifest import KEPT_SKIPPED_FILES, Manifest
 from datakit.format.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION
 from datakit.stores.contract import StoreWriter
-from datakit.stores.state import AppendState, CommittedState, ConversionSettings
+from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
 
 __all__ = ["Run", "start_run"]
 

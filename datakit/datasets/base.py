@@ -34,8 +34,8 @@ from datakit.datasets.samples import (
     OUTPUTS,
     OnError,
     Output,
+    checked_decode,
     decode_payload,
-    decoding,
     parse_record,
     planes_into,
     record_label,
@@ -207,7 +207,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """Where the sample came from (a skipped record's replacement), its fused pixels, its label."""
         assert self._fused is not None
         key, record = parse_record(data, position, self.manifest, self.targets)
-        pixels = decoding(key, self._fused.decode_sample, record, position)
+        pixels = checked_decode(key, self._fused.decode_sample, record, position)
         return position, pixels, record_label(record, position, self.manifest, self.targets)
 
     # Batch-native reading: decoding straight into a batch the loader preallocated.
@@ -275,7 +275,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = parse_record(data, position, self.manifest, self.targets)
         if self._fused is not None:
-            decoding(key, self._fused.decode_into, record, position, out)
+            checked_decode(key, self._fused.decode_into, record, position, out)
         else:
             planes_into(record, key, out)
         return record.header.label

@@ -24,7 +24,7 @@ from datakit.format.decoding import (
 from datakit.format.manifest import Manifest, check_record, record_key
 from datakit.format.records import Record, decode_record
 
-__all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "decoding",
+__all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "checked_decode",
            "planes_into"]
 
 Output = Literal["pil", "numpy", "tensor", "bytes"]
@@ -53,10 +53,10 @@ def decode_payload(record: Record, key: str, output: str) -> Any:
     """The record's payload as ``output`` says (:data:`Output`)."""
     if output == "bytes":
         return bytes(record.payload)
-    return decoding(key, _DECODERS[output], record)
+    return checked_decode(key, _DECODERS[output], record)
 
 
-def decoding(key: str, decode: Callable[..., _T], *args: Any) -> _T:
+def checked_decode(key: str, decode: Callable[..., _T], *args: Any) -> _T:
     """``decode(*args)``, a failure to decode becoming a :class:`CorruptRecordError` naming ``key``."""
     try:
         return decode(*args)

@@ -23,10 +23,10 @@ from torch.utils.data import BatchSampler as TorchBatchSampler
 from torch.utils.data import DistributedSampler as TorchDistributedSampler
 from torch.utils.data import SequentialSampler as TorchSequentialSampler
 
-from datakit.loader.resume.provenance import check_fits, describe
-from datakit.loader.resume.state import BEFORE_BASE_SEED, BEFORE_SAMPLER, LoaderState
 from datakit.loader.plan import LoaderPlan
 from datakit.loader.progress import PassProgress
+from datakit.loader.resume.provenance import check_fits, describe
+from datakit.loader.resume.state import BEFORE_BASE_SEED, BEFORE_SAMPLER, LoaderState
 from datakit.loader.sampling.batch_sampler import BatchSampler, InfiniteConstantSampler
 from datakit.loader.sampling.distributed import ShardedSampler
 from datakit.loader.sampling.index import SequentialSampler, decode_generator_state, encode_generator_state

@@ -23,8 +23,8 @@ from typing import Any
 
 from datakit.loader.arguments import prefetch_per_worker
 from datakit.loader.epochs import EpochKeeper
-from datakit.loader.resume.epoch_seed import epoch_seed_set
 from datakit.loader.plan import LoaderPlan
+from datakit.loader.resume.epoch_seed import epoch_seed_set
 from datakit.loader.sampling.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.transport.collate import is_default_collate
 from datakit.loader.transport.results import ResultSource, WorkerResources

@@ -15,7 +15,7 @@ Record bytes are produced and parsed by :mod:`datakit.format.records` only; a ba
 never looks inside them. What every backend does alike is written here once:
 opening a reader (manifest, label table), reading a store back for ``--resume``
 and ``--append``, refusing to remove what is not a store. Shared types, checks
-and messages: :mod:`~datakit.stores.state`, :mod:`~datakit.stores.labeltable`,
+and messages: :mod:`~datakit.stores.conversion_state`, :mod:`~datakit.stores.labeltable`,
 :mod:`~datakit.stores.refusals`.
 """
 
@@ -29,9 +29,7 @@ import numpy as np
 
 from datakit.errors import DestinationExistsError, StoreError, option
 from datakit.format.manifest import Manifest, Stats
-from datakit.stores.labeltable import label_table_size, parse_label_table
-from datakit.stores.refusals import load_manifest, records_disagree
-from datakit.stores.state import (
+from datakit.stores.conversion_state import (
     AppendState,
     CommittedState,
     ConversionSettings,
@@ -40,6 +38,8 @@ from datakit.stores.state import (
     WriterIdentity,
     parse_progress,
 )
+from datakit.stores.labeltable import label_table_size, parse_label_table
+from datakit.stores.refusals import load_manifest, records_disagree
 
 __all__ = ["StoreSpec", "StoreReader", "StoreWriter"]
 

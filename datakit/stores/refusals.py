@@ -13,7 +13,7 @@ from typing import Protocol
 
 from datakit.errors import StoreError, option
 from datakit.format.manifest import Manifest
-from datakit.stores.state import WriterIdentity
+from datakit.stores.conversion_state import WriterIdentity
 
 __all__ = [
     "Described",

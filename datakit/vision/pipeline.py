@@ -107,7 +107,7 @@ class FusedPipeline:
         recipe = self.recipe
         return BatchSteps(
             augment=self.augment_batch if recipe.pixel_steps else None,
-            finish=self.finish_batch if recipe.finishes else None,
+            finish=self.finish if recipe.finishes else None,
             mix=self.mix_batch if recipe.batch_steps else None,
             on_host=recipe.calls_user_code,
         ) if recipe.pixel_steps or recipe.finishes else None
@@ -124,7 +124,7 @@ class FusedPipeline:
             raise ShapeChanged("a per-sample step changed the samples' shape or dtype")
         return out
 
-    def finish_batch(self, images: torch.Tensor, labels: torch.Tensor,
+    def finish(self, images: torch.Tensor, labels: torch.Tensor,
                      info: BatchInfo) -> tuple[torch.Tensor, torch.Tensor]:
         """``Normalize``, the steps after it and MixUp/CutMix, once per batch."""
         recipe = self.recipe

@@ -345,9 +345,8 @@ def test_sampler_state_dict_resumes_its_pass(make):
 
 def test_progress_records_out_of_order_deliveries_compactly():
     """Pure bookkeeping: batches delivered ahead of the prefix are kept as a short list of positions."""
-    from datakit.loader.resume.state import Delivered
-
     from datakit.loader.progress import PassProgress
+    from datakit.loader.resume.state import Delivered
 
     progress = PassProgress(epoch=0)
     batches = progress.track(iter([[0], [1], [2], [3], [4], [5]]))

@@ -274,11 +274,6 @@ class FinishesBatches(HalvedPixels):
         return images.float() / 2
 
 
-class FinishesBatchesUnderTheOldName(HalvedPixels):
-    def batch_finish(self):  # the hook's name before issue 22: a method that returns the step
-        return lambda images: images.float() / 2
-
-
 def test_the_finish_hook_is_optional_and_declared_by_its_own_protocol():
     from datakit.loader.workers.batch_contract import SupportsBatchFinish, batch_steps, supports_batch_slots
 
@@ -294,11 +289,3 @@ def test_a_datasets_finish_batch_turns_each_slot_batch_into_its_samples_batch():
     ours = list(datakit.DataLoader(FinishesBatches(), batch_size=4, num_workers=2))
     assert ours[0][0].dtype == torch.float32  # not the slot's uint8: the step ran
     assert_same([ours], [theirs])
-
-
-@pytest.mark.integration
-def test_the_old_hook_name_still_finishes_batches_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match=r"FinishesBatchesUnderTheOldName\.batch_finish\(\) is "
-                      r"deprecated: name the per-batch step finish_batch"):
-        ours = list(datakit.DataLoader(FinishesBatchesUnderTheOldName(), batch_size=4, num_workers=2))
-    assert_same([ours], [list(TorchDataLoader(FinishesBatches(), batch_size=4))])

@@ -9,7 +9,7 @@ SRC is told apart by what it holds (:func:`detect_kind`), or by
 - ``"webdataset"``: ``.tar`` shards (:mod:`datakit.conversion.sources.webdataset`);
 - ``"recipe_lmdb"``, ``"image_lmdb"``: an LMDB the pickle recipe wrote, or one
   whose values are encoded images; ``"recipe_mongo"``: a ``mongodb://`` URI, the
-  recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.scan`);
+  recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.layouts`);
 - ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`).
 
 Every kind yields the same :class:`~datakit.conversion.sources.folder.SourceFolder` of
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.folder import scan_folder, scan_rules
-from datakit.conversion.sources.foreign.scan import STORE_KINDS, StoreChoice, scan_store, store_kind
+from datakit.conversion.sources.foreign.layouts import STORE_KINDS, StoreChoice, scan_store, store_kind
 from datakit.conversion.sources.huggingface import SAVED_MARKERS, TABLE_SUFFIXES, scan_huggingface
 from datakit.conversion.sources.labelfile import (
     label_scan_rules,
@@ -56,7 +56,7 @@ class SourceChoice:
         label_column: a Hugging Face dataset's label column, or the key of a
             WebDataset sample's ``.json`` label (``"label"``).
         store: the options of an existing store's import
-            (:mod:`datakit.conversion.sources.foreign.scan`).
+            (:mod:`datakit.conversion.sources.foreign.layouts`).
     """
 
     kind: str | None = None

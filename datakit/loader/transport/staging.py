@@ -27,7 +27,7 @@ import torch
 from datakit.loader.transport.device import DeviceBackend, Event
 from datakit.loader.transport.nested import iter_tensors, map_tensors
 
-__all__ = ["Slot", "Pinned", "PinnedRing", "DeviceStager", "RingClosedError"]
+__all__ = ["PinnedBuffers", "Pinned", "PinnedRing", "DeviceStager", "RingClosedError"]
 
 
 class RingClosedError(RuntimeError):
@@ -35,8 +35,9 @@ class RingClosedError(RuntimeError):
 
 
 @dataclass
-class Slot:
-    """One set of pinned buffers, one per tensor of a batch.
+class PinnedBuffers:
+    """One set of pinned buffers of the ring, one per tensor of a batch (not a shared-memory batch slot:
+    those are :mod:`datakit.loader.transport.slots`).
 
     Attributes:
         number: The slot's index in the ring.
@@ -61,7 +62,7 @@ class Pinned:
     """
 
     batch: Any
-    slot: Slot
+    slot: PinnedBuffers
     finish: Callable[[Any], Any] | None = None
 
 
@@ -76,17 +77,17 @@ class PinnedRing:
 
     def __init__(self, backend: DeviceBackend, slots: int, poll_interval: float = 0.1) -> None:
         self._backend = backend
-        self._free: queue.Queue[Slot] = queue.Queue()
+        self._free: queue.Queue[PinnedBuffers] = queue.Queue()
         self._poll_interval = poll_interval
         self.size = slots
         for number in range(slots):
-            self._free.put(Slot(number))
+            self._free.put(PinnedBuffers(number))
 
     def free_slots(self) -> int:
         """How many slots are free now."""
         return self._free.qsize()
 
-    def acquire(self, should_stop: Callable[[], bool] = lambda: False) -> Slot:
+    def acquire(self, should_stop: Callable[[], bool] = lambda: False) -> PinnedBuffers:
         """Takes a free slot, waiting for one if needed, and for its last copy to finish.
 
         Raises:
@@ -104,7 +105,7 @@ class PinnedRing:
             slot.ready = None
         return slot
 
-    def release(self, slot: Slot, ready: Event | None = None) -> None:
+    def release(self, slot: PinnedBuffers, ready: Event | None = None) -> None:
         """Returns a slot; ``ready`` is the event after the last copy out of it."""
         slot.ready = ready
         self._free.put(slot)
@@ -120,7 +121,7 @@ class PinnedRing:
             raise
         return Pinned(pinned, slot)
 
-    def _copy_in(self, slot: Slot, position: int, tensor: torch.Tensor) -> torch.Tensor:
+    def _copy_in(self, slot: PinnedBuffers, position: int, tensor: torch.Tensor) -> torch.Tensor:
         nbytes = tensor.numel() * tensor.element_size()
         if position == len(slot.buffers):
             slot.buffers.append(self._backend.empty_pinned(nbytes))

@@ -12,7 +12,6 @@ else on a dataset.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
@@ -158,20 +157,9 @@ class SupportsBatchFinish(Protocol):
 def batch_steps(dataset: Any) -> BatchSteps | None:
     """The dataset's batch steps (:class:`SupportsBatchFinish`), or None when it has none.
 
-    A plain function becomes ``BatchSteps(finish=...)`` on the images. A
-    dataset written for an earlier datakit may instead have the hook's old
-    name, a method ``batch_finish()`` that returns the function: it still
-    works, with a ``DeprecationWarning`` that names the new one.
+    A plain function becomes ``BatchSteps(finish=...)`` on the images.
     """
     finish = getattr(dataset, "finish_batch", None)
-    if finish is None and callable(getattr(dataset, "batch_finish", None)):
-        warnings.warn(
-            f"{type(dataset).__name__}.batch_finish() is deprecated: name the per-batch step finish_batch "
-            "(see datakit.loader.workers.batch_contract.SupportsBatchFinish)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        finish = dataset.batch_finish()
     if isinstance(finish, BatchSteps):
         return finish if finish.augment or finish.finish or finish.mix else None
     if callable(finish):

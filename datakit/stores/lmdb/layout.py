@@ -27,7 +27,7 @@ import lmdb
 
 from datakit.errors import StoreError, option
 from datakit.format.manifest import KEY_DIGITS, Stats, record_key
-from datakit.stores.state import ConversionSettings
+from datakit.stores.conversion_state import ConversionSettings
 
 __all__ = [
     "MANIFEST",
@@ -92,7 +92,7 @@ def progress_json(settings: ConversionSettings, stats: Stats) -> bytes:
 
 def load_progress(raw: bytes | None) -> object:
     """The progress entry parsed: ``None`` when there is none, and the bytes as they are
-    when they are not JSON (:func:`~datakit.stores.state.parse_progress` refuses them)."""
+    when they are not JSON (:func:`~datakit.stores.conversion_state.parse_progress` refuses them)."""
     if raw is None:
         return None
     try:

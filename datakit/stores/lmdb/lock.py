@@ -32,7 +32,7 @@ import socket
 import time
 
 from datakit.errors import StoreError
-from datakit.stores.state import WriterIdentity
+from datakit.stores.conversion_state import WriterIdentity
 
 __all__ = ["LOCK_NAME", "DirectoryLock", "lock_holder"]
 

@@ -15,6 +15,7 @@ import lmdb
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.format.manifest import record_key
 from datakit.stores.contract import StoreReader
+from datakit.stores.conversion_state import progress_source
 from datakit.stores.lmdb.environments import environments
 from datakit.stores.lmdb.layout import (
     FOREIGN,
@@ -33,7 +34,6 @@ from datakit.stores.lmdb.location import LMDBLocation
 from datakit.stores.lmdb.lock import lock_holder
 from datakit.stores.lmdb.pathkind import foreign_message, not_a_store_message
 from datakit.stores.refusals import check_range, incomplete_message, missing_source_message
-from datakit.stores.state import progress_source
 
 __all__ = ["LMDBReader"]
 

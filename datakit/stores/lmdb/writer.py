@@ -21,6 +21,7 @@ import numpy as np
 from datakit.errors import StoreBusyError, StoreError, option
 from datakit.format.manifest import Manifest, Stats, record_key
 from datakit.stores.contract import StoreWriter
+from datakit.stores.conversion_state import ConversionSettings, PendingRecord, StoredMeta, WriterIdentity
 from datakit.stores.labeltable import label_table_bytes
 from datakit.stores.lmdb.environments import environments
 from datakit.stores.lmdb.layout import (
@@ -41,7 +42,6 @@ from datakit.stores.lmdb.layout import (
 from datakit.stores.lmdb.location import LMDBLocation
 from datakit.stores.lmdb.lock import LOCK_NAME, DirectoryLock, lock_holder
 from datakit.stores.refusals import busy_message, records_disagree
-from datakit.stores.state import ConversionSettings, PendingRecord, StoredMeta, WriterIdentity
 
 __all__ = ["LMDBWriter"]
 

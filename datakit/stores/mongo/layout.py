@@ -32,8 +32,8 @@ import numpy as np
 
 from datakit.errors import StoreError
 from datakit.format.manifest import record_key
+from datakit.stores.conversion_state import PendingRecord
 from datakit.stores.labeltable import label_table_bytes
-from datakit.stores.state import PendingRecord
 
 __all__ = [
     "META_COLLECTION",

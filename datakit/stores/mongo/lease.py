@@ -39,8 +39,8 @@ from collections.abc import Callable
 from typing import Any
 
 from datakit.errors import StoreError, option
+from datakit.stores.conversion_state import WriterIdentity
 from datakit.stores.mongo.connection import MongoConnection
-from datakit.stores.state import WriterIdentity
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "LEASE_SECONDS_VARIABLE", "WriterLease", "lease_seconds",
            "current_holder"]

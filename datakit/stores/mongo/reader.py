@@ -15,6 +15,7 @@ from typing import Any
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
 from datakit.format.manifest import record_key
 from datakit.stores.contract import StoreReader
+from datakit.stores.conversion_state import progress_source
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.foreign import recipe_collection
 from datakit.stores.mongo.layout import (
@@ -29,7 +30,6 @@ from datakit.stores.mongo.location import MongoLocation
 from datakit.stores.mongo.oversized import OversizedRecords
 from datakit.stores.mongo.sidecar import Sidecar
 from datakit.stores.refusals import check_range, incomplete_message, missing_source_message
-from datakit.stores.state import progress_source
 
 __all__ = ["MongoReader"]
 

@@ -29,6 +29,7 @@ import numpy as np
 from datakit.errors import StoreBusyError, StoreError, option
 from datakit.format.manifest import Manifest, Stats, record_key
 from datakit.stores.contract import StoreWriter
+from datakit.stores.conversion_state import ConversionSettings, PendingRecord, StoredMeta, WriterIdentity
 from datakit.stores.mongo.connection import MongoConnection, uri_options
 from datakit.stores.mongo.layout import (
     INLINE_LIMIT,
@@ -45,7 +46,6 @@ from datakit.stores.mongo.location import MongoLocation
 from datakit.stores.mongo.oversized import OversizedRecords
 from datakit.stores.mongo.sidecar import Sidecar
 from datakit.stores.refusals import busy_message, records_disagree
-from datakit.stores.state import ConversionSettings, PendingRecord, StoredMeta, WriterIdentity
 
 __all__ = ["MongoWriter"]
 

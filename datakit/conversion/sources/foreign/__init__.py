@@ -1,6 +1,6 @@
 """Stores other tools wrote, as conversion sources: read without running anything they hold.
 
-* ``scan``: which foreign layout SRC is, and its entries.
+* ``layouts``: which foreign layout SRC is, and its entries.
 * ``recipe_lmdb``, ``recipe_mongo``: the pickle recipe's LMDB and MongoDB layouts.
 * ``recipe_values``: what one of the recipe's values holds (an image and a label).
 * ``image_lmdb``: an LMDB whose values are encoded images.

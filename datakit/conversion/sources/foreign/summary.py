@@ -2,7 +2,7 @@
 
 An LMDB (a folder or a single file) or a MongoDB collection that holds no
 datakit store may hold one of the layouts ``datakit convert`` imports
-(:mod:`datakit.conversion.sources.foreign.scan`): the summary names the layout, counts
+(:mod:`datakit.conversion.sources.foreign.layouts`): the summary names the layout, counts
 the records, shows a few keys, and gives the exact command. It is an
 incomplete summary (``complete`` false), so that ``datakit inspect`` exits as
 for an incomplete store.
