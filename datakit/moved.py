@@ -1,5 +1,7 @@
-"""Old import paths of modules that moved, kept working: ``import datakit.format.records`` still imports
-:mod:`datakit.format.records`, with a ``DeprecationWarning`` naming the new path.
+"""Old import paths of modules that moved in the second renovation, kept working.
+
+``import datakit.records`` still imports :mod:`datakit.format.records`, with a
+``DeprecationWarning`` naming the new path.
 
 The second renovation gave the package rooms (``docs/architecture.md``), so
 modules users may have imported from the package root, ``datakit.loader`` or

@@ -1,5 +1,8 @@
-"""Public samplers; the implementations live in :mod:`datakit.loader` (``index_samplers``,
-``lazy_sampler``, ``batch_sampler``, ``distributed``)."""
+"""The public samplers, torch's and datakit's own, in one import: ``datakit.samplers``.
+
+The implementations live in :mod:`datakit.loader.sampling` (``index``,
+``lazy``, ``batch_sampler``, ``distributed``).
+"""
 
 from __future__ import annotations
 

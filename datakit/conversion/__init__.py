@@ -1,4 +1,4 @@
-"""The conversion pipeline: an image folder (or a label file) in, a complete store out.
+"""Conversion: any source in (a folder, a label file, Hugging Face, WebDataset, other stores), a store out.
 
 ``datakit.convert`` is the function :func:`datakit.conversion.pipeline.convert`,
 not this package: import the stages by their full path

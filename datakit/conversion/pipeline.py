@@ -1,16 +1,17 @@
-"""The conversion pipeline: an image folder (or a dataset, or shards) in, a complete store out.
+"""``datakit.convert``: the conversion as the list of its stages, each a module of this package.
 
-:func:`convert` is the list of its stages, each a module of this package::
+::
 
-    scan the source    sources.py tells the kind: source.py (ImageFolder's files and order),
-                       labelfile.py (a label file's), huggingface.py (a datasets dataset on disk),
-                       webdataset.py (tar shards); all yield the same entries, whose bytes
-                       entry_bytes.py's readers get
+    scan the source    sources/scan.py tells the kind: sources/folder.py (ImageFolder's files and
+                       order), sources/labelfile.py (a label file's), sources/huggingface.py (a
+                       datasets dataset on disk), sources/webdataset.py (tar shards), sources/foreign/
+                       (other tools' stores); all yield the same entries (sources/entries.py), whose
+                       bytes their readers get (sources/files.py for files)
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
-    read + verify      read_stage.py, in the reader processes of reader_pool.py: each file checked
-                       (images.py: exif.py, headers, pixels.py, downscale.py) and sealed as a record
+    read + verify      reading.py, in the reader processes of reader_pool.py: each file checked
+                       (images/: checks.py, exif.py, pixels.py, downscale.py) and sealed as a record
     number, batch      numbering.py: consecutive indices, skipped files into the report (report.py)
     write              the backend's writer commits each batch atomically, with the running totals
     manifest           labels + manifest, written last: the store becomes complete

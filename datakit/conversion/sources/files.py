@@ -1,9 +1,9 @@
 """Where a source entry's bytes come from, in the reader processes.
 
 Every source (an image folder, a label file, a Hugging Face dataset, WebDataset
-shards) yields the same :class:`~datakit.conversion.sources.folder.SourceEntry`: a name,
+shards) yields the same :class:`~datakit.conversion.sources.entries.SourceEntry`: a name,
 a label, and a location. The reading stage hands each entry to its source's
-:class:`~datakit.conversion.sources.folder.EntryBytes`, which returns the image's bytes after room for a
+:class:`~datakit.conversion.sources.entries.EntryBytes`, which returns the image's bytes after room for a
 record header (so that sealing the record copies nothing); every image then goes
 through the same checks (:func:`datakit.conversion.images.checks.check_source_image`).
 

@@ -108,7 +108,7 @@ class LabelFile:
 
 @dataclass
 class LabelledFolder(SourceFolder):
-    """A :class:`~datakit.conversion.sources.folder.SourceFolder` whose entries come from a label file.
+    """A :class:`~datakit.conversion.sources.entries.SourceFolder` whose entries come from a label file.
 
     Attributes:
         label_file: the file the labels came from, absolute.

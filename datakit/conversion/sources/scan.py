@@ -12,7 +12,7 @@ SRC is told apart by what it holds (:func:`detect_kind`), or by
   recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.layouts`);
 - ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`).
 
-Every kind yields the same :class:`~datakit.conversion.sources.folder.SourceFolder` of
+Every kind yields the same :class:`~datakit.conversion.sources.entries.SourceFolder` of
 entries, so everything after the scan (resume, append, the reading stage,
 the report) is one code path. A label file (``labels``) gives the labels of
 any kind: for a folder it names files under it, for the others it names
