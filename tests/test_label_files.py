@@ -129,6 +129,8 @@ def test_label_files_work_on_mongodb(fresh_folder, tmp_path, rows, mongo_store_l
                  id="path-4103"),
     pytest.param("labels.jsonl", '{"path": "cat/a.jpg", "label": "x"}\n\udcff\n', 2, "not UTF-8",
                  id="not-utf8-line-2"),
+    pytest.param("labels.csv", "path,label\ncat/a.jpg,x\n./,y\n", 3, "names the source folder itself",
+                 id="the-folder-itself"),
 ])
 def test_a_malformed_label_file_is_refused_naming_file_and_line(fresh_folder, tmp_path, name, content, line,
                                                                  words):

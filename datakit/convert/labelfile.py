@@ -238,7 +238,10 @@ def _clean_path(path: str, where: str, line: int) -> str:
                              "folder")
     if ".." in cleaned.split("/"):
         raise LabelFileError(f"{where}:{line}: {shown(path)} climbs out of the source folder with '..'")
-    return posixpath.normpath(cleaned)
+    normal = posixpath.normpath(cleaned)
+    if normal == ".":
+        raise LabelFileError(f"{where}:{line}: {shown(path)} names the source folder itself, not an image")
+    return normal
 
 
 def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...] = ()) -> LabelledFolder:
