@@ -343,7 +343,7 @@ def judge(path: str, case: LabelCase, answer: tuple[Any, ...]) -> str:
         assert len(message) <= len(path) + MESSAGE_SLACK, f"a {len(message)}-character message on {where}"
         reason = message[len(located.group(0)) if located else len(path) + 2:]
         reason = re.sub(r"'(?:[^'\\]|\\.)*'(\.\.\.)?|\"(?:[^\"\\]|\\.)*\"", "Q", reason)  # no names
-        reason = re.sub(r"[0-9]+", "N", reason)
+        reason = re.sub(r"(?<![\w-])[0-9]+", "N", reason)  # counts and lines, not UTF-8 or \ud800
         return "refused: " + " ".join(reason.split("(")[0].split()[:6])
     made, classes = answer[1], answer[2]
     check_rows(made, classes, where)

@@ -173,7 +173,8 @@ def _add_shard(found: _Found, index: int, shard: str, label_key: str | None) -> 
                                          "would write it outside its folder"))
             continue
         if sample.cut:
-            found.rejected.append((name, "truncated: the shard ends inside this sample"))
+            found.rejected.append((name, "truncated: the shard ends in this sample, or just after it, so it "
+                                         "may lack members"))
             continue
         member = sample.members[image]
         found.names.append(name)
