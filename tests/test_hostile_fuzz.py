@@ -7,8 +7,9 @@ them) and reads them through every path (:mod:`tests.hostile_paths`): each
 answer is the full decode's result or a DatakitError naming the key, the same
 on every path, with any crop. Other categories fuzz the record header, the
 manifest's fields, the JPEG binding's arguments (in a child process, so a
-crash fails the test instead of ending the run) and ``datakit.DataLoader``
-with two workers.
+crash fails the test instead of ending the run), ``datakit.DataLoader``
+with two workers, and label files (:mod:`tests.hostile_labelfiles`: parsed
+in a child process under a memory and a time limit).
 
 Runs are seeded (``derandomize``) and bounded, so CI takes the same time on
 every run: ``DATAKIT_FUZZ_EXAMPLES`` (default 40) examples per category.
@@ -42,6 +43,7 @@ import datakit
 from datakit.manifest import record_key
 from datakit.vision.jpeg import RegionDecoder, scaled_size
 from tests import decoder_child
+from tests.hostile_labelfiles import LabelFileChild, judge, label_cases
 from tests.hostile_mutators import (
     JPEG_MUTATORS,
     SIZE,
@@ -346,3 +348,34 @@ def test_decoding_structs_are_what_the_mutators_assume() -> None:
     assert struct.unpack_from("<HH", BASES["webp-lossy"], 26) == SIZE
     assert BASES["webp-lossless"][12:16] == b"VP8L" and BASES["webp-lossless"][20] == 0x2F
     assert all(BASES[name][12:16] == b"IHDR" for name in NAMES if name.startswith("png"))
+
+
+# ------------------------------------------------------------------ label files
+
+
+@pytest.fixture(scope="module")
+def label_file_child() -> Iterator[LabelFileChild]:
+    """A child process parsing label files under RLIMIT_AS; a hang or a crash fails the example."""
+    child = LabelFileChild()
+    yield child
+    child.close()
+
+
+@FUZZ
+@given(data=st.data())
+def test_label_files(label_file_child: LabelFileChild, tmp_path_factory: pytest.TempPathFactory,
+                     data: st.DataObject) -> None:
+    """A mutated CSV or JSON Lines label file: parsed into rows a conversion can use, or a
+    LabelFileError naming the file and the line, never another exception."""
+    case = data.draw(label_cases())
+    path = tmp_path_factory.getbasetemp() / "label-fuzz" / case.name
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(case.data)
+    outcome = judge(str(path), case, label_file_child.ask(str(path)))
+    STATS["label files: trials"] += 1
+    STATS[f"label files: {outcome.split(':')[0]}"] += 1
+    for mutation in case.mutations or ("none",):
+        STATS[f"label files: {mutation}: {outcome.split(':')[0]}"] += 1
+    if outcome != "parsed":
+        STATS[f"label files: {outcome}"] += 1
+    event(outcome.split(":")[0])
