@@ -64,10 +64,11 @@ class Run:
 
 
 def start_run(writer: StoreWriter, folder: SourceFolder, wanted: ConversionSettings, report: ConversionReport,
-              *, resume: bool, overwrite: bool, append: bool) -> Run | None:
+              *, resume: bool, overwrite: bool, append: bool, discard_unfinished: bool = False) -> Run | None:
     """Make the destination ready (under the writer's lock) and say what this run writes into it.
 
-    ``wanted`` are the settings this conversion asks for, with the scan rules of ``folder``.
+    ``wanted`` are the settings this conversion asks for, with the scan rules of
+    ``folder``; ``discard_unfinished`` rolls an unfinished append back first.
 
     Returns:
         The run, or ``None`` when the store needs nothing: a resumed store that
@@ -80,12 +81,17 @@ def start_run(writer: StoreWriter, folder: SourceFolder, wanted: ConversionSetti
         ConversionError: a resumed store was converted with other settings, or
             the source does not fit the store it would grow.
     """
-    prepared = prepare_destination(writer, wanted, folder, resume=resume, overwrite=overwrite, append=append)
+    prepared = prepare_destination(writer, wanted, folder, resume=resume, overwrite=overwrite, append=append,
+                                   discard_unfinished=discard_unfinished)
     if prepared is None:
         report.complete = report.already_complete = True
         return None
     if isinstance(prepared, AppendState):
+        discarded = prepared.discarded
+        if discarded is not None:
+            report.discarded, report.discarded_from = discarded.written or 0, discarded.source or "?"
         return _append_run(writer, prepared, folder, wanted, report)
+    report.resumed_nothing = resume and prepared.new
     return _conversion_run(prepared, folder, wanted, report)
 
 
@@ -103,7 +109,7 @@ def _conversion_run(state: CommittedState, folder: SourceFolder, wanted: Convers
 def _append_run(writer: StoreWriter, appended: AppendState, folder: SourceFolder, wanted: ConversionSettings,
                 report: ConversionReport) -> Run | None:
     """The store grown by what ``folder`` holds that it does not (``None``: nothing new)."""
-    plan = plan_append(appended, folder, wanted.scan, wanted.label_kind == "multi", writer.spec.describe())
+    plan = plan_append(appended, folder, wanted.scan, wanted.label_kind == "multi", writer.spec)
     writer.begin_append(plan.settings)
     report.appended_to = plan.before.length
     report.resumed_from = plan.state.stats.length
