@@ -405,3 +405,19 @@ def test_inspect_shows_an_unfinished_append_and_how_to_finish_or_drop_it(store, 
     assert discarded in result.output
     assert "appended 10 images" in result.output and "24 before, 34 now" in result.output
     assert datakit.inspect(store.location, collection=store.collection)["unfinished_append"] is None
+
+
+def test_an_image_taken_as_held_because_another_folder_stored_its_name_is_reported(fresh_folder, tmp_path):
+    store = tmp_path / "s"
+    datakit.convert(fresh_folder, store, workers=1)
+    other = tmp_path / "other"
+    added = other_folder(other)
+    shutil.copy(other / added[0], other / "cat" / "00001.jpg")  # a new image, under a name the store holds
+    result = CliRunner().invoke(cli, ["convert", str(other), str(store), "--append", "-j", "1"])
+    assert result.exit_code == 0 and "appended 6 images" in result.output, result.output
+    assert (f"1 image(s) under {other} were not appended: the store holds records with the same relative "
+            f"path(s) from another folder") in result.output
+    as_json = CliRunner().invoke(cli, ["convert", str(other), str(store), "--append", "--json"])
+    assert json.loads(as_json.output)["held_elsewhere"] == ["cat/00001.jpg"]
+    again = datakit.convert(fresh_folder, store, append=True, workers=1)
+    assert again.written == 0 and again.held_elsewhere == []  # the store's own folder: nothing to say

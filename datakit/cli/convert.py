@@ -155,7 +155,7 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["already_complete"]:
         return f"{report['destination']} is already complete; nothing to do"
     if report["appended_to"] is not None:
-        return "\n".join([*_discarded(report), *_appended(report), *_notes(report, verbose)])
+        return "\n".join([*_discarded(report), *_appended(report, verbose), *_notes(report, verbose)])
     lines = [f"no store at {report['destination']} to resume: converted a new one"] \
         if report["resumed_nothing"] else []
     lines += [
@@ -177,12 +177,20 @@ def _discarded(report: dict[str, Any]) -> list[str]:
             "record(s) no reader had seen)"]
 
 
-def _appended(report: dict[str, Any]) -> list[str]:
-    before = report["appended_to"]
-    if not report["written"] and report["total"] == before:
-        return [f"{report['destination']} already holds every image of {report['source']}; nothing to append"]
-    return [f"appended {report['written']} images ({human_bytes(report['bytes_written'])}) to "
-            f"{report['destination']}: {before} before, {report['total']} now"]
+def _appended(report: dict[str, Any], verbose: bool) -> list[str]:
+    before, held = report["appended_to"], report["held_elsewhere"]
+    if not report["written"] and report["total"] == before and not held:
+        lines = [f"{report['destination']} already holds every image of {report['source']}; "
+                 "nothing to append"]
+    else:
+        lines = [f"appended {report['written']} images ({human_bytes(report['bytes_written'])}) to "
+                 f"{report['destination']}: {before} before, {report['total']} now"]
+    if held:
+        lines.append(f"{len(held)} image(s) under {report['source']} were not appended: the store holds "
+                     "records with the same relative path(s) from another folder (appends match images by "
+                     "relative path)" + (":" if verbose else "; --verbose lists them"))
+        lines.extend(f"  {path}" for path in held if verbose)
+    return lines
 
 
 def _notes(report: dict[str, Any], verbose: bool) -> list[str]:

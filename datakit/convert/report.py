@@ -56,6 +56,9 @@ class ConversionReport:
             name (not converted).
         appended_to: with ``append``, the records the store held before the
             append began (``None`` for a conversion).
+        held_elsewhere: with ``append``, images of the source not appended
+            because the store holds a record with their relative path from
+            another folder (appends match images by relative path).
         discarded: records of an unfinished append that ``discard_unfinished``
             rolled back before this append began (0: none).
         discarded_from: the source of that unfinished append (``""``: none).
@@ -83,6 +86,7 @@ class ConversionReport:
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
     appended_to: int | None = None
+    held_elsewhere: list[str] = field(default_factory=list)
     discarded: int = 0
     discarded_from: str = ""
     resumed_nothing: bool = False

@@ -10,19 +10,20 @@ manifest that completes the store.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from datakit.convert.appending import appended_manifest, plan_append
+from datakit.convert.appending import AppendPlan, appended_manifest, plan_append
 from datakit.convert.destination import prepare_destination
 from datakit.convert.entry_bytes import EntryBytes, entry_bytes
 from datakit.convert.labelfile import in_class_order
 from datakit.convert.report import ConversionReport, listed_skips
 from datakit.convert.source import SourceEntry, SourceFolder
-from datakit.manifest import KEPT_SKIPPED_FILES, Manifest
+from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, source_spans
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION
 from datakit.stores.contract import StoreWriter
 from datakit.stores.state import AppendState, CommittedState, ConversionSettings
@@ -114,11 +115,25 @@ def _append_run(writer: StoreWriter, appended: AppendState, folder: SourceFolder
     report.appended_to = plan.before.length
     report.resumed_from = plan.state.stats.length
     pending = _not_stored(plan.entries, plan.state)
+    report.held_elsewhere = _held_elsewhere(plan, folder.root)
     if not pending and plan.state.stats.length == plan.before.length:
         report.total, report.complete = plan.state.stats.length, True  # nothing new: the store is left alone
         return None
     return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder),
                lambda done: appended_manifest(plan, listed_skips(done), done.label_file))
+
+
+def _held_elsewhere(plan: AppendPlan, root: str) -> list[str]:
+    """The entries of ``root`` taken as held because a record stored from another folder has
+    their relative path (appends match images by relative path), so that the report names them."""
+    spans = source_spans(plan.before)
+    if all(source == root for _, source in spans):
+        return []  # the store's own folder, as usual: nothing to compare
+    starts = [start for start, _ in spans]
+    stored = {path: index for index, path in enumerate(plan.state.sources[:plan.before.length])}
+    held = ((entry.path, stored.get(entry.path)) for entry in plan.entries)
+    return [path for path, index in held
+            if index is not None and spans[bisect.bisect_right(starts, index) - 1][1] != root]
 
 
 def _not_stored(entries: Sequence[SourceEntry], state: CommittedState) -> list[SourceEntry]:
