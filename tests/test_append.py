@@ -421,3 +421,37 @@ def test_an_image_taken_as_held_because_another_folder_stored_its_name_is_report
     assert json.loads(as_json.output)["held_elsewhere"] == ["cat/00001.jpg"]
     again = datakit.convert(fresh_folder, store, append=True, workers=1)
     assert again.written == 0 and again.held_elsewhere == []  # the store's own folder: nothing to say
+
+
+def test_a_mongodb_roll_back_killed_after_its_progress_document_leaves_nothing_a_reader_or_append_sees(
+        mongo_store_location, fresh_folder, tmp_path):
+    """--discard-unfinished deletes the progress document first; a kill right after it leaves the
+    appended documents past the manifest's length, which the next append deletes before it writes."""
+    from pymongo import MongoClient
+
+    from datakit.stores.mongo.layout import META_COLLECTION, progress_id
+
+    store = Store(mongo_store_location["uri"], mongo_store_location["collection"])
+    store.convert(fresh_folder)
+    before = store.records()
+    grow(fresh_folder)
+    kill(store.start_append(fresh_folder, 6))
+    store.wait_for_no_writer()
+    client: MongoClient = MongoClient(store.location, serverSelectionTimeoutMS=5000)
+    try:
+        database = client[mongo_store_location["database"]]
+        database[META_COLLECTION].delete_one({"_id": progress_id(store.collection)})  # where the kill lands
+        samples = database[store.collection]
+        assert samples.count_documents({"_id": {"$gte": 24}}) > 0  # the append's documents are still there
+        summary = datakit.inspect(store.location, collection=store.collection)
+        assert summary["complete"] and summary["length"] == 24 and summary["unfinished_append"] is None
+        assert store.records() == before
+        other = tmp_path / "other"
+        added = other_folder(other)
+        assert store.convert(other, append=True).written == len(added)
+        assert samples.count_documents({}) == 24 + len(added)  # the leftovers were deleted first
+    finally:
+        client.close()
+    grown = store.dataset()
+    assert [grown[i][0] for i in range(24, 30)] == [(other / path).read_bytes() for path in added]
+    assert [grown.source_path(i) for i in range(24, 30)] == [str(other / path) for path in added]
