@@ -10,7 +10,10 @@ The append commits like a conversion (:mod:`datakit.convert.pipeline`): batches
 with a progress entry, and the manifest and label table replaced in the final
 step. The manifest of the store as it was stays in place until then, so a
 reader opened at any moment, or after the append was killed, sees the store
-as it was; ``--append`` again (or ``--resume``) finishes an interrupted one.
+as it was; ``--append`` again (or ``--resume``) from the same source finishes
+an interrupted one, and only that source may: the records' paths are relative
+to it. ``--append --discard-unfinished`` rolls it back instead
+(:mod:`datakit.stores.unfinished_append`).
 This module only plans: which classes, which settings, which entries, which
 labels the records already stored carry, and the manifest at the end.
 

@@ -51,8 +51,8 @@ class AppendRollback(ABC):
         the manifest's length, and the progress entry. The manifest and every record it counts
         stay as they are, so readers never notice.
 
-        The progress entry is not needed to be readable (discarding is what
-        to do with one that is not), and a roll-back killed half way is
+        The progress entry need not be readable (discarding is what to do
+        with one that is not), and a roll-back killed half way is
         finished by the next one, or by the next append (:meth:`_discard_after`).
 
         Returns:
@@ -67,10 +67,6 @@ class AppendRollback(ABC):
         found = unfinished_append(manifest, meta.progress, where)
         self._discard_after(manifest.length)
         return found
-
-    @abstractmethod
-    def lock(self) -> None:
-        """Claim the location for this writer (see the contract)."""
 
     @abstractmethod
     def _read_meta(self) -> StoredMeta:
