@@ -26,6 +26,7 @@ from datakit.records import decode_record
 from datakit.stores import given_options, resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.stores.refusals import incomplete_message
+from datakit.stores.state import UnfinishedAppend
 
 __all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS"]
 
@@ -84,7 +85,10 @@ def inspect(
         new in an append come last either way), ``unlisted`` (images under the
         source that the label file did not name), ``appends`` (each
         ``--append``: ``when``, ``added``, ``source``, ``label_file``),
-        ``being_written`` (a conversion is writing the
+        ``unfinished_append`` (``None``, or an append that was interrupted:
+        its ``source``, the records it ``written`` that readers do not see
+        yet, and the commands that ``finish`` it or ``discard`` it; the store
+        stays readable as it was), ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
         ``preview`` when asked for. A store datakit did not write, in a layout
@@ -115,6 +119,7 @@ def inspect(
         return found
     with reader:
         summary = _summarise(spec, reader.manifest)
+        unfinished = reader.unfinished_append()
         if skipped:
             summary["skipped_files"] = [{"path": path, "reason": reason}
                                         for path, reason in reader.manifest.skipped_files]
@@ -132,7 +137,23 @@ def inspect(
         running = writer.running_writer()
     if running is not None:
         summary.update(being_written=True, writer=running.describe())
+    elif unfinished is not None:
+        summary["unfinished_append"] = _unfinished_fields(spec, unfinished)
     return summary
+
+
+def _unfinished_fields(spec: StoreSpec, unfinished: UnfinishedAppend) -> dict[str, Any]:
+    """An interrupted append, and the two commands that end it: finish it from its own source,
+    or discard it (appending SRC, whatever it is, instead)."""
+    arguments = spec.command_arguments()
+    fields: dict[str, Any] = {
+        "source": unfinished.source, "written": unfinished.written,
+        "finish": None if unfinished.source is None else
+        f"datakit convert {unfinished.source} {arguments} --append",
+        "discard": f"datakit convert SRC {arguments} --append --discard-unfinished"}
+    if unfinished.problem:
+        fields["problem"] = unfinished.problem
+    return fields
 
 
 def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
@@ -155,6 +176,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         class_order=manifest.class_order,
         unlisted=manifest.unlisted,
         appends=[dict(entry) for entry in manifest.appends],
+        unfinished_append=None,
         being_written=False,
         writer=None,
     )
@@ -174,7 +196,8 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
                    datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
-                   class_order=None, unlisted=0, appends=[], being_written=running is not None,
+                   class_order=None, unlisted=0, appends=[], unfinished_append=None,
+                   being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 

@@ -29,7 +29,8 @@ from datakit.manifest_bounds import (
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, check_format_version
 from datakit.version import __version__
 
-__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats"]
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats",
+           "source_spans"]
 
 KEY_DIGITS = 10
 """Record keys are the sample index, zero-padded to this many digits."""
@@ -262,6 +263,21 @@ def _check_numbers(manifest: Manifest, where: str) -> None:
     check_count(where, "quality", manifest.quality, 100)
     for position, entry in enumerate(manifest.appends):
         check_count(where, f"appends[{position}].added", entry["added"], length)
+    check_count(where, "appends[*].added (their sum)", sum(entry["added"] for entry in manifest.appends),
+                length)  # the records they added are a part of the store's
+
+
+def source_spans(manifest: Manifest) -> list[tuple[int, str]]:
+    """Where the records came from: ``(first index, source)`` of the conversion, then of each
+    append that added records, in index order. A record's source path is relative to the
+    source of the last span starting at or before its index."""
+    position = manifest.length - sum(entry["added"] for entry in manifest.appends)
+    spans = [(0, manifest.source)]
+    for entry in manifest.appends:
+        if entry["added"]:
+            spans.append((position, entry["source"]))
+        position += entry["added"]
+    return spans
 
 
 _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,

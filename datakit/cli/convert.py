@@ -68,6 +68,9 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lm
               help="Add to the complete store DEST the images under SRC (or in --labels) that it does not "
                    "hold yet, by relative path; its records never change, new classes go last. The labels "
                    "come from where DEST's came from: class folders, or a label file (--labels).")
+@click.option("--discard-unfinished", is_flag=True,
+              help="With --append: first roll back an unfinished (killed) append into DEST, whatever "
+                   "folder it came from; readers never saw its records.")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file or folder was skipped.")
 @click.option("--exif-transpose", is_flag=True,
@@ -99,7 +102,8 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lm
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
-                    labels: str | None, resume: bool, append: bool, overwrite: bool, strict: bool,
+                    labels: str | None, resume: bool, append: bool, discard_unfinished: bool,
+                    overwrite: bool, strict: bool,
                     exif_transpose: bool, max_side: int | None, quality: int, source_kind: str | None,
                     image_column: str | None, label_column: str | None, class_name: str | None,
                     index: str | None, source_collection: str | None, verbose: bool, as_json: bool,
@@ -125,6 +129,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
         raise click.UsageError("--resume and --overwrite exclude each other; choose one")
     if append and overwrite:
         raise click.UsageError("--append and --overwrite exclude each other; choose one")
+    if discard_unfinished and not append:
+        raise click.UsageError("--discard-unfinished applies to an append: pass --append with it")
     spec = resolve_destination(src, dest, backend_options)
     output = Output(json=as_json, quiet=quiet)
     server = spec.server()
@@ -135,7 +141,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
                          extensions=extensions, exif_transpose=exif_transpose, max_side=max_side,
-                         quality=quality, labels=labels, append=append, progress=progress,
+                         quality=quality, labels=labels, append=append,
+                         discard_unfinished=discard_unfinished, progress=progress,
                          source_kind=source_kind, image_column=image_column, label_column=label_column,
                          class_name=class_name, index=index, source_collection=source_collection)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
@@ -147,18 +154,11 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
 def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["already_complete"]:
         return f"{report['destination']} is already complete; nothing to do"
-    before = report["appended_to"]
-    if before is not None and not report["written"] and report["total"] == before:
-        lines = [f"{report['destination']} already holds every image of {report['source']}; "
-                 "nothing to append"]
-        lines.extend(_notes(report, verbose))
-        return "\n".join(lines)
     if report["appended_to"] is not None:
-        lines = [f"appended {report['written']} images ({human_bytes(report['bytes_written'])}) to "
-                 f"{report['destination']}: {report['appended_to']} before, {report['total']} now"]
-        lines.extend(_notes(report, verbose))
-        return "\n".join(lines)
-    lines = [
+        return "\n".join([*_discarded(report), *_appended(report, verbose), *_notes(report, verbose)])
+    lines = [f"no store at {report['destination']} to resume: converted a new one"] \
+        if report["resumed_nothing"] else []
+    lines += [
         f"wrote {report['written']} images ({human_bytes(report['bytes_written'])}) to "
         f"{report['destination']} in {report['seconds']:.2f} s "
         f"({report['images_per_second']:.0f} images/s)"
@@ -168,6 +168,29 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
                      f"{report['total']} in total")
     lines.extend(_notes(report, verbose))
     return "\n".join(lines)
+
+
+def _discarded(report: dict[str, Any]) -> list[str]:
+    if not report["discarded_from"]:
+        return []
+    return [f"discarded an unfinished append from {report['discarded_from']} ({report['discarded']} "
+            "record(s) no reader had seen)"]
+
+
+def _appended(report: dict[str, Any], verbose: bool) -> list[str]:
+    before, held = report["appended_to"], report["held_elsewhere"]
+    if not report["written"] and report["total"] == before and not held:
+        lines = [f"{report['destination']} already holds every image of {report['source']}; "
+                 "nothing to append"]
+    else:
+        lines = [f"appended {report['written']} images ({human_bytes(report['bytes_written'])}) to "
+                 f"{report['destination']}: {before} before, {report['total']} now"]
+    if held:
+        lines.append(f"{len(held)} image(s) under {report['source']} were not appended: the store holds "
+                     "records with the same relative path(s) from another folder (appends match images by "
+                     "relative path)" + (":" if verbose else "; --verbose lists them"))
+        lines.extend(f"  {path}" for path in held if verbose)
+    return lines
 
 
 def _notes(report: dict[str, Any], verbose: bool) -> list[str]:

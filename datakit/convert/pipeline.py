@@ -68,6 +68,7 @@ def convert(
     quality: int = DEFAULT_QUALITY,
     labels: str | os.PathLike[str] | None = None,
     append: bool = False,
+    discard_unfinished: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = COMMIT_RECORDS,
     source_kind: str | None = None,
@@ -102,8 +103,10 @@ def convert(
         verify: decode every image fully, not only its header (JPEGs cut short are skipped either way).
         format: ``"encoded"`` keeps each file's bytes untouched; ``"raw"``
             stores decoded RGB pixels, which cost more space and no decoding.
-        resume: continue an interrupted conversion of ``src`` into ``dest``
-            (starts a new one when ``dest`` does not exist).
+        resume: continue an interrupted conversion of ``src`` into ``dest``.
+            With nothing at ``dest`` (a conversion killed before it wrote
+            anything, or a mistyped ``dest``) a new one is converted, and the
+            report's ``resumed_nothing`` says so.
         overwrite: replace a store already at ``dest``.
         strict: raise :class:`ConversionError` after finishing when any file
             was skipped.
@@ -134,8 +137,14 @@ def convert(
             classes go at the end of ``classes``. The store keeps its own
             ``format``, ``exif_transpose``, ``max_side`` and ``quality``, and
             its labels' origin: class folders, or a label file (``labels``).
-            Crash-safe: ``append`` (or ``resume``) again finishes an
-            interrupted append (:mod:`datakit.convert.appending`).
+            Crash-safe: ``append`` (or ``resume``) again from the same source
+            finishes an interrupted append (:mod:`datakit.convert.appending`);
+            an append from another source is refused until it is finished or
+            discarded (``discard_unfinished``). Each record's source path is
+            under the source it came from (``dataset.source_path``).
+        discard_unfinished: with ``append``, first roll back an unfinished
+            append into ``dest`` (whatever its source): its records after the
+            manifest's are deleted, which readers never saw.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
@@ -176,17 +185,20 @@ def convert(
         InvalidLocationError: ``dest`` is inside ``src``, a URI of a scheme
             datakit does not support, or one missing its colon (``mongodb//host``).
         StoreNotFoundError: ``append`` without a store at ``dest``.
+        ValueError: contradictory options (``resume`` or ``append`` with
+            ``overwrite``, ``discard_unfinished`` without ``append``), or a count out of range.
         DestinationExistsError: ``dest`` exists and neither ``resume`` nor
             ``overwrite`` was given.
         ConversionError: with ``strict``, when files or folders were skipped;
-            when a resumed store was converted with other settings; or when an
-            append's labels come from elsewhere than the store's.
+            when a resumed store was converted with other settings; when an
+            append's labels come from elsewhere than the store's; or when an
+            unfinished append into it came from another source.
     """
-    _check_arguments(resume=resume, overwrite=overwrite, append=append, format=format,
-                     commit_every=commit_every, workers=workers, max_pixels=max_pixels, max_side=max_side,
-                     quality=quality)
-    started = time.perf_counter()
-    given = os.fspath(src)
+    modes = {"resume": resume, "overwrite": overwrite, "append": append,
+             "discard_unfinished": discard_unfinished}
+    _check_arguments(modes, format=format, commit_every=commit_every, workers=workers, max_pixels=max_pixels,
+                     max_side=max_side, quality=quality)
+    started, given = time.perf_counter(), os.fspath(src)
     root = given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
     if not is_mongodb_uri(root):
@@ -199,7 +211,7 @@ def convert(
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
     report = scanned_report(folder, spec.describe(), exif_transpose, max_side or 0)
     with spec.open_writer() as writer:
-        run = start_run(writer, folder, wanted, report, resume=resume, overwrite=overwrite, append=append)
+        run = start_run(writer, folder, wanted, report, **modes)
         if run is None:  # a resumed store complete already, or an append with nothing new
             return _finished(report, started)
         # read + verify in the reader pool, number, write in batches, and the manifest last
@@ -215,13 +227,16 @@ def convert(
     return checked(_finished(report, started), strict)
 
 
-def _check_arguments(*, resume: bool, overwrite: bool, append: bool, format: str, commit_every: int,
-                     workers: int | None, max_pixels: int, max_side: int | None, quality: int) -> None:
-    """Refuse arguments :func:`convert` cannot work with, naming them (``ValueError``)."""
-    if resume and overwrite:
+def _check_arguments(modes: dict[str, bool], *, format: str, commit_every: int, workers: int | None,
+                     max_pixels: int, max_side: int | None, quality: int) -> None:
+    """Refuse arguments :func:`convert` cannot work with, naming them (``ValueError``);
+    ``modes`` are the flags that say what to do with the destination (``resume=``, ...)."""
+    if modes["resume"] and modes["overwrite"]:
         raise ValueError("resume and overwrite exclude each other: choose one")
-    if append and overwrite:
+    if modes["append"] and modes["overwrite"]:
         raise ValueError("append and overwrite exclude each other: choose one")
+    if modes["discard_unfinished"] and not modes["append"]:
+        raise ValueError("discard_unfinished=True applies to an append: pass append=True with it")
     if format not in ("encoded", "raw"):
         raise ValueError(f"format must be 'encoded' or 'raw', not {format!r}")
     counts = {"commit_every": commit_every, "workers": workers, "max_pixels": max_pixels,

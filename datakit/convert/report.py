@@ -56,6 +56,14 @@ class ConversionReport:
             name (not converted).
         appended_to: with ``append``, the records the store held before the
             append began (``None`` for a conversion).
+        held_elsewhere: with ``append``, images of the source not appended
+            because the store holds a record with their relative path from
+            another folder (appends match images by relative path).
+        discarded: records of an unfinished append that ``discard_unfinished``
+            rolled back before this append began (0: none).
+        discarded_from: the source of that unfinished append (``""``: none).
+        resumed_nothing: ``resume`` found no store at the destination and
+            converted a new one (as after a conversion killed before it wrote anything).
     """
 
     source: str
@@ -78,6 +86,10 @@ class ConversionReport:
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
     appended_to: int | None = None
+    held_elsewhere: list[str] = field(default_factory=list)
+    discarded: int = 0
+    discarded_from: str = ""
+    resumed_nothing: bool = False
 
     @property
     def images_per_second(self) -> float:

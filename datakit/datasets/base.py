@@ -43,7 +43,7 @@ from datakit.datasets.samples import (
 from datakit.errors import CorruptRecordError
 from datakit.loader.batchpath import BatchSteps
 from datakit.loader.collate import default_collate
-from datakit.manifest import Manifest
+from datakit.manifest import Manifest, source_spans
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.vision.fused_pipeline import FusedPipeline
@@ -142,7 +142,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def _path_lookup(self) -> PathLookup:
         if self._paths is None:
-            self._paths = PathLookup(self._read_source_paths, self.manifest.source, self.targets,
+            self._paths = PathLookup(self._read_source_paths, source_spans(self.manifest), self.targets,
                                      self.spec.describe())
         return self._paths
 
@@ -154,7 +154,8 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     imgs = samples
 
     def source_path(self, index: int) -> str:
-        """The path of the file sample ``index`` was converted from (under the manifest's ``source``)."""
+        """The path of the file sample ``index`` was converted from (under the ``source`` of the
+        conversion or append that stored it)."""
         return self.samples[index][0]
 
     def index_of(self, path: str | os.PathLike[str]) -> int:

@@ -16,7 +16,7 @@ never looks inside them. What every backend does alike is written here once:
 opening a reader (manifest, label table), reading a store back for ``--resume``
 and ``--append``, refusing to remove what is not a store. Shared types, checks
 and messages: :mod:`~datakit.stores.state`, :mod:`~datakit.stores.labeltable`,
-:mod:`~datakit.stores.refusals`.
+:mod:`~datakit.stores.refusals`; unfinished appends: :mod:`~datakit.stores.unfinished_append`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from datakit.stores.state import (
     WriterIdentity,
     parse_progress,
 )
+from datakit.stores.unfinished_append import AppendProgress, AppendRollback
 
 __all__ = ["StoreSpec", "StoreReader", "StoreWriter"]
 
@@ -85,7 +86,7 @@ class StoreSpec(ABC):
         return self.describe()
 
 
-class StoreReader(ABC):
+class StoreReader(AppendProgress, ABC):
     """Read access to one complete store, owned by a single process.
 
     Opening is the same for every backend: connect (:meth:`_connect`), then
@@ -198,7 +199,7 @@ class StoreReader(ABC):
         self.close()
 
 
-class StoreWriter(ABC):
+class StoreWriter(AppendRollback, ABC):
     """Write access for one conversion.
 
     The pipeline (the conversion pipeline) first looks at the location: when

@@ -24,11 +24,13 @@ __all__ = [
     "ConversionSettings",
     "CommittedState",
     "AppendState",
+    "UnfinishedAppend",
     "WriterIdentity",
     "StoredMeta",
     "stats_fit",
     "parse_progress",
     "progress_source",
+    "unfinished_append",
 ]
 
 
@@ -107,12 +109,15 @@ class CommittedState:
         stats: running totals up to the last commit.
         sources: source path of each committed record, in index order.
         labels: label of each committed record, in index order.
+        new: the store was created by this run (nothing was at the destination,
+            or ``overwrite`` replaced what was).
     """
 
     settings: ConversionSettings
     stats: Stats
     sources: list[str] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
+    new: bool = False
 
 
 @dataclass
@@ -126,6 +131,8 @@ class AppendState:
             those an interrupted append committed after the manifest's length.
         labels: the label of each of those records (a multi-label record's first class).
         interrupted: the progress of an append that was interrupted, if one was.
+        discarded: an unfinished append this run rolled back before reading
+            the store (``discard_unfinished``), if it did.
     """
 
     manifest: Manifest
@@ -133,6 +140,26 @@ class AppendState:
     sources: list[str]
     labels: list[int]
     interrupted: CommittedState | None = None
+    discarded: UnfinishedAppend | None = None
+
+
+@dataclass(frozen=True)
+class UnfinishedAppend:
+    """An append that committed records after a complete store's manifest and did not finish.
+
+    Readers see the store as the manifest has it; the append is finished from
+    its own source (``--append`` or ``--resume`` again) or discarded
+    (``--append --discard-unfinished``), never continued from another source.
+
+    Attributes:
+        source: the folder it appends from; ``None`` when its progress is unreadable.
+        written: the records it committed after the manifest's; ``None`` likewise.
+        problem: why its progress is unreadable; empty when it is readable.
+    """
+
+    source: str | None
+    written: int | None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -217,6 +244,22 @@ def progress_source(progress: object) -> object:
     incomplete store; ``None`` when it names none."""
     settings = progress.get("settings") if isinstance(progress, dict) else None
     return settings.get("source") if isinstance(settings, dict) else None
+
+
+def unfinished_append(manifest: Manifest, progress: object, where: str) -> UnfinishedAppend | None:
+    """The unfinished append a progress entry beside ``manifest`` records (``None``: no entry).
+
+    An unreadable entry is reported with its problem, not raised: the store
+    is readable as it was, and the entry can still be discarded.
+    """
+    if progress is None:
+        return None
+    try:
+        state = parse_progress(progress, where, "append progress")
+    except StoreError as exc:
+        source = progress_source(progress)
+        return UnfinishedAppend(source if isinstance(source, str) else None, None, str(exc))
+    return UnfinishedAppend(state.settings.source, max(0, state.stats.length - manifest.length))
 
 
 def _count_or_absent(data: dict[str, Any], name: str) -> bool:

@@ -45,6 +45,7 @@ __all__ = [
     "is_foreign",
     "record_range",
     "source_entries",
+    "keys_from",
 ]
 
 MANIFEST = b"__manifest__"
@@ -136,3 +137,21 @@ def source_entries(txn: lmdb.Transaction, start: int, stop: int, path: str) -> l
         if len(entries) == stop - start:
             break
     return entries
+
+
+def keys_from(txn: lmdb.Transaction, start: int) -> list[bytes]:
+    """The keys of records ``start`` and up, and of their source entries: what an append
+    committed after a manifest of ``start`` records (to discard it)."""
+    keys: list[bytes] = []
+    cursor = txn.cursor()
+    if cursor.set_range(record_key(start).encode("ascii")):
+        for key in cursor.iternext(keys=True, values=False):
+            if len(key) != KEY_DIGITS or not bytes(key).isdigit():
+                break
+            keys.append(bytes(key))
+    if cursor.set_range(source_key(start)):
+        for key in cursor.iternext(keys=True, values=False):
+            if not bytes(key).startswith(_SOURCE_PREFIX):
+                break
+            keys.append(bytes(key))
+    return keys

@@ -90,6 +90,11 @@ class LMDBReader(StoreReader):
             raw = txn.get(LABELS)
         return None if raw is None else bytes(raw)
 
+    def _append_progress(self) -> object:
+        with self._begin() as txn:
+            raw = txn.get(PROGRESS)
+        return load_progress(None if raw is None else bytes(raw))
+
     def _grown(self) -> bool:
         with self._begin() as txn:
             now = txn.get(LEN)

@@ -33,6 +33,7 @@ from datakit.stores.lmdb.layout import (
     PROGRESS,
     encode_source,
     is_foreign,
+    keys_from,
     load_progress,
     progress_json,
     source_entries,
@@ -157,6 +158,15 @@ class LMDBWriter(StoreWriter):
 
         self._reserve(sum(len(record.data) for record in records))
         self._write(put_all)
+
+    def _discard_after(self, length: int) -> None:
+        def delete_appended(txn: lmdb.Transaction) -> None:
+            for key in keys_from(txn, length):
+                txn.delete(key)
+            txn.delete(PROGRESS)
+
+        self._write(delete_appended)  # one transaction: the append is there, or gone
+        self._require_env().sync(True)
 
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         def put_manifest(txn: lmdb.Transaction) -> None:

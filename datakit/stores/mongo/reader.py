@@ -95,6 +95,9 @@ class MongoReader(StoreReader):
     def _label_table(self) -> bytes | None:
         return self._sidecar.label_table()
 
+    def _append_progress(self) -> object:
+        return self._sidecar.find(progress_id(self.spec.collection))
+
     def _grown(self) -> bool:
         collection = self.spec.collection
         progress = self._sidecar.find(progress_id(collection))

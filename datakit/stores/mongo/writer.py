@@ -198,6 +198,15 @@ class MongoWriter(StoreWriter):
         self._oversized.delete({"metadata.index": {"$gte": committed}})
         self._resumed_at = None
 
+    def _discard_after(self, length: int) -> None:
+        self._confirm_lease()
+        # The progress document first: a kill before the samples are gone leaves what a batch
+        # killed mid-insert leaves (samples past the manifest's length, no progress), which the
+        # next writer deletes before its first write.
+        self._sidecar.delete(progress_id(self.spec.collection))
+        self._resumed_at = length
+        self._discard_uncommitted_once()
+
     def _delete_samples(self, query: dict[str, Any]) -> None:
         self._samples().delete_many(query)
 
