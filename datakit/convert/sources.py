@@ -43,6 +43,9 @@ SOURCE_KINDS = ("folder", "huggingface", "webdataset", *STORE_KINDS)
 """The kinds of source a conversion reads."""
 
 _KIND = Spelling("source_kind=", "--source-kind")
+_COMPRESSED_SHARDS = {".tar.gz": "gunzip", ".tgz": "gunzip", ".tar.zst": "zstd -d", ".tar.zstd": "zstd -d",
+                      ".tar.xz": "xz -d", ".tar.bz2": "bunzip2"}
+"""Compressed tar shards, which datakit does not read, and the command that makes each a ``.tar``."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ def detect_kind(root: str) -> str:
             return "webdataset"
         if lower.endswith(TABLE_SUFFIXES):
             return "huggingface"
+        if lower.endswith(tuple(_COMPRESSED_SHARDS)):
+            raise _compressed_shards(root, [os.path.basename(root)])
         raise SourceError(f"{root} is a file, not an image folder; datakit converts a folder, .tar shards "
                           "(WebDataset), .parquet/.arrow files (Hugging Face) or an LMDB file (the pickle "
                           "recipe's, or one of encoded images)")
@@ -94,6 +99,9 @@ def detect_kind(root: str) -> str:
              "webdataset": [name for name in files if name.endswith(SHARD_SUFFIX)]}
     kinds = [kind for kind, matched in found.items() if matched]
     folders = any(os.path.isdir(os.path.join(root, name)) for name in names)
+    compressed = sorted(name for name in names if name.lower().endswith(tuple(_COMPRESSED_SHARDS)))
+    if compressed and not kinds and not folders:  # with class folders beside, a stray archive is ignored
+        raise _compressed_shards(root, compressed)
     if len(kinds) > 1 or (kinds and folders):
         held = ", ".join([*(f"{kind} files ({found[kind][0]}, ...)" for kind in kinds),
                           *(["sub-folders"] if folders else [])])
@@ -101,6 +109,21 @@ def detect_kind(root: str) -> str:
             "{root} holds {held}; say which to convert with {kind} (one of {kinds})", root=root, held=held,
             kind=_KIND, kinds=", ".join(SOURCE_KINDS))
     return kinds[0] if kinds else "folder"
+
+
+def _compressed_shards(root: str, names: list[str]) -> SourceError:
+    """The error for compressed tar shards (the file ``root``, or ``names`` in the folder ``root``):
+    what they are and the command that decompresses them. WebDataset writes uncompressed shards,
+    whose images datakit reads in place, by offset; a compressed one has no such offsets."""
+    suffix = next(suffix for suffix in _COMPRESSED_SHARDS if names[0].lower().endswith(suffix))
+    if os.path.isfile(root):
+        what = f"{root} is a compressed tar shard"
+    else:
+        what = f"{root} holds compressed tar shards ({', '.join(names[:2])}{', ...' if len(names) > 2 else ''})"
+    unpacked = names[0][:-len(suffix)] + ".tar"
+    return SourceError(f"{what}: datakit reads uncompressed .tar shards (as webdataset writes them); "
+                       f"decompress them first (`{_COMPRESSED_SHARDS[suffix]} {names[0]}` leaves {unpacked}) "
+                       "and convert the .tar shards")
 
 
 def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Sequence[str],
