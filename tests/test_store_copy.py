@@ -212,3 +212,21 @@ def test_an_incomplete_store_is_refused_until_it_is_finished(image_folder, tmp_p
     with pytest.raises(InvalidLocationError, match="source store itself"):
         datakit.convert(tmp_path / "half.lmdb", tmp_path / "half.lmdb", resume=True)
     assert committed_keys(tmp_path / "half.lmdb")  # left as it was
+
+
+def test_a_copy_keeps_the_image_settings_its_records_were_stored_under(image_folder, tmp_path):
+    datakit.convert(image_folder, tmp_path / "small.lmdb", max_side=20, quality=80, exif_transpose=True,
+                    workers=1)
+    datakit.convert(tmp_path / "small.lmdb", tmp_path / "copy.lmdb", workers=1)
+    manifest = contents(tmp_path / "copy.lmdb")["manifest"]
+    assert (manifest.max_side, manifest.quality, manifest.exif_transpose) == (20, 80, True)
+    assert contents(tmp_path / "copy.lmdb")["records"] == contents(tmp_path / "small.lmdb")["records"]
+    more = tmp_path / "more"
+    make_image_folder(more, classes=("cat",), per_class=2, size=(40, 30), image_format="PNG")
+    datakit.convert(more, tmp_path / "more.lmdb", workers=1)
+    datakit.convert(tmp_path / "more.lmdb", tmp_path / "copy.lmdb", append=True, workers=1)
+    grown = contents(tmp_path / "copy.lmdb")
+    assert {decode_record(record, "?").header.width for record in grown["records"]} == {20}  # as the store's
+    datakit.convert(tmp_path / "small.lmdb", tmp_path / "smaller.lmdb", max_side=10, workers=1)
+    manifest = contents(tmp_path / "smaller.lmdb")["manifest"]
+    assert (manifest.max_side, manifest.quality, manifest.stats.downscaled) == (10, 90, COUNT)

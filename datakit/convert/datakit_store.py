@@ -54,7 +54,7 @@ from datakit.records import HEADER_SIZE, PayloadKind, decode_record
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 
-__all__ = ["DATAKIT", "StoreFolder", "StoreRecords", "is_datakit_lmdb", "scan_datakit_store",
+__all__ = ["DATAKIT", "StoreFolder", "StoreRecords", "is_datakit_lmdb", "scan_datakit_store", "kept_settings",
            "check_not_the_source"]
 
 DATAKIT = "datakit"
@@ -69,9 +69,14 @@ class StoreFolder(SourceFolder):
 
     Attributes:
         multi_label: the store is multi-label; each entry's ``classes`` holds its row's classes.
+        exif_transpose, max_side, quality: the store's image settings, which a copy keeps
+            (:func:`kept_settings`).
     """
 
     multi_label: bool = False
+    exif_transpose: bool = False
+    max_side: int = 0
+    quality: int = 0
 
 
 class StoreRecords:
@@ -180,7 +185,8 @@ def scan_datakit_store(spec: StoreSpec) -> tuple[StoreFolder, str]:
     folder = StoreFolder(where, list(manifest.classes), entries, class_order=manifest.class_order,
                          kind=DATAKIT, reader=StoreRecords(spec), rejected=rejected,
                          payload_kind="raw" if manifest.payload_kind == PayloadKind.RAW.label else "",
-                         multi_label=manifest.multi_label)
+                         multi_label=manifest.multi_label, exif_transpose=manifest.exif_transpose,
+                         max_side=manifest.max_side, quality=manifest.quality)
     return folder, f"{DATAKIT} {spec.backend} manifest sha256:{digest}"
 
 
@@ -219,6 +225,22 @@ def _source_paths(reader: StoreReader, start: int, stop: int) -> list[str]:
         return reader.source_path_range(start, stop)
     except StoreError:  # a path is missing: read them one by one, to name only that record
         return reader.source_paths(range(start, stop))
+
+
+def kept_settings(folder: SourceFolder, exif_transpose: bool, max_side: int | None,
+                  quality: int) -> tuple[bool, int | None, int]:
+    """The image settings a conversion of ``folder`` stores under: those asked for, except that a
+    copy keeps its source store's where none is asked (``max_side`` not given, ``exif_transpose``
+    off).
+
+    The source's records are upright and resized as its settings say, so the copy's manifest
+    says so too, and an append to the copy resizes and turns its images the same way.
+    """
+    if not isinstance(folder, StoreFolder):
+        return exif_transpose, max_side, quality
+    if max_side is None and folder.max_side:
+        max_side, quality = folder.max_side, folder.quality
+    return exif_transpose or folder.exif_transpose, max_side, quality
 
 
 def check_not_the_source(source: str, dest: StoreSpec) -> None:

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-from datakit.convert.datakit_store import StoreFolder, check_not_the_source
+from datakit.convert.datakit_store import StoreFolder, check_not_the_source, kept_settings
 from datakit.convert.destination import check_outside_source, resolve_destination
 from datakit.convert.downscale import DEFAULT_QUALITY
 from datakit.convert.images import DEFAULT_MAX_PIXELS
@@ -194,9 +194,7 @@ def convert(
     given = os.fspath(src)
     root = given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
-    if not is_mongodb_uri(root):
-        check_not_the_source(root, spec)  # a store into itself is inside itself too: say which
-        check_outside_source(root, spec)
+    _check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
     choice = SourceChoice(source_kind, image_column, label_column, store)
@@ -204,7 +202,7 @@ def convert(
     check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
-    report = scanned_report(folder, spec.describe(), exif_transpose, max_side or 0)
+    report = scanned_report(folder, spec.describe(), wanted.exif_transpose, wanted.max_side)
     with spec.open_writer() as writer:
         run = start_run(writer, folder, wanted, report, resume=resume, overwrite=overwrite, append=append)
         if run is None:  # a resumed store complete already, or an append with nothing new
@@ -240,9 +238,18 @@ def _check_arguments(*, resume: bool, overwrite: bool, append: bool, format: str
         raise ValueError(f"quality must be between 1 and 100, not {quality}")
 
 
+def _check_outside_source(root: str, spec: StoreSpec) -> None:
+    """Refuse a destination in the source folder, or a store copied into itself (saying so)."""
+    if not is_mongodb_uri(root):
+        check_not_the_source(root, spec)
+        check_outside_source(root, spec)
+
+
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,
                      max_side: int | None, quality: int) -> ConversionSettings:
-    """The settings this conversion asks for (a resumed store must have been started with them)."""
+    """The settings this conversion asks for (a resumed store must have been started with them);
+    a copied store's own image settings where none are asked for."""
+    exif_transpose, max_side, quality = kept_settings(folder, exif_transpose, max_side, quality)
     multi = isinstance(folder, (LabelledFolder, StoreFolder)) and folder.multi_label
     payload = folder.payload_kind or format
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
