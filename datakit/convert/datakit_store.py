@@ -122,7 +122,7 @@ class StoreRecords:
             reader = self._reader()
             check_record(record, key, 0, reader.manifest, _targets(entry, reader.manifest))
         except (CorruptRecordError, IncompatibleStoreError) as exc:
-            raise BadImage(f"record {key} of the source store: {exc}") from None
+            raise BadImage(f"in the source store: {exc}") from None
         header = record.header
         if header.kind is PayloadKind.RAW:
             pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(header.shape)
