@@ -109,22 +109,27 @@ def test_a_corrupt_record_is_skipped_and_named_never_copied(lmdb_store, tmp_path
     rewrite_record(src, 5, lambda data: encode_record(  # a valid checksum, a label the table does not have
         data[32:], kind=PayloadKind.ENCODED, label=(relabelled.label + 1) % len(CLASSES),
         width=relabelled.width, height=relabelled.height, channels=relabelled.channels))
+    with lmdb.open(str(src), map_size=1 << 26) as env, env.begin(write=True) as txn:
+        txn.delete(b"0000000007")  # a record gone: its chunk is read record by record
     report = datakit.convert(src, tmp_path / "copy.lmdb", workers=2)
     skipped = {item.path: item.reason for item in report.skipped}
-    assert set(skipped) == {original["sources"][3], original["sources"][5]}
+    assert set(skipped) == {original["sources"][index] for index in (3, 5, 7)}
     assert "checksum mismatch" in skipped[original["sources"][3]]
     assert "label table" in skipped[original["sources"][5]]
+    assert "missing from" in skipped[original["sources"][7]]
     copy = contents(tmp_path / "copy.lmdb")
-    kept = [index for index in range(COUNT) if index not in (3, 5)]
+    kept = [index for index in range(COUNT) if index not in (3, 5, 7)]
     assert copy["records"] == [original["records"][index] for index in kept]
     assert copy["sources"] == [original["sources"][index] for index in kept]
-    assert copy["manifest"].skipped == 2
+    assert copy["manifest"].skipped == 3
 
 
 def test_a_killed_copy_resumes_to_the_same_bytes_as_an_uninterrupted_one(lmdb_store, tmp_path):
     datakit.convert(lmdb_store, tmp_path / "whole.lmdb", workers=1)
     kill_conversion_at(lmdb_store, tmp_path / "part.lmdb", 9, workers=1, commit_every=2)
     assert 0 < len(committed_keys(tmp_path / "part.lmdb")) < COUNT
+    with pytest.raises(ConversionError, match="unchanged source"):  # another store: its manifest differs
+        datakit.convert(tmp_path / "whole.lmdb", tmp_path / "part.lmdb", resume=True)
     result = run("convert", lmdb_store, tmp_path / "part.lmdb", "--resume", "-j", "2", "--json")
     assert result.exit_code == 0, result.output
     assert 0 < json.loads(result.output)["resumed_from"] < COUNT
