@@ -1,4 +1,5 @@
-"""``datakit convert SRC DEST``: pack an image folder, a Hugging Face dataset or WebDataset shards."""
+"""``datakit convert SRC DEST``: pack an image folder, a Hugging Face dataset or WebDataset shards,
+or copy a store."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 
 class _Source(UserPath):
     """SRC: an existing path (a folder, or a file: shards, tables, an LMDB file), or a
-    ``mongodb://`` URI (the pickle recipe's MongoDB layout), taken as it is."""
+    ``mongodb://`` URI (a datakit store, or the pickle recipe's MongoDB layout), taken as it is."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.startswith(("mongodb://", "mongodb+srv://")):
@@ -40,7 +41,8 @@ class _Source(UserPath):
         return super().convert(value, param, ctx)
 
 
-_SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lmdb", "recipe_mongo"]
+_SOURCE_KINDS = ["folder", "huggingface", "webdataset", "datakit", "recipe_lmdb", "image_lmdb",
+                 "recipe_mongo"]
 
 
 @click.command("convert", cls=DatakitCommand)
@@ -83,8 +85,9 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lm
               help="JPEG quality of the images --max-side re-encodes.")
 @click.option("--source-kind", type=click.Choice(_SOURCE_KINDS), default=None,
               help="What SRC is, when what it holds is ambiguous (detected by default: a save_to_disk "
-                   "folder or .parquet/.arrow files are huggingface, .tar files webdataset, LMDBs by "
-                   "their values, a mongodb:// URI recipe_mongo).")
+                   "folder or .parquet/.arrow files are huggingface, .tar files webdataset, an LMDB "
+                   "holding a datakit manifest datakit, other LMDBs by their values, a mongodb:// URI "
+                   "recipe_mongo with --index, else datakit).")
 @click.option("--class", "class_name", metavar="NAME", default=None,
               help="LMDB of encoded images (LSUN's): the class of all its images (or use --labels FILE "
                    "naming each key).")
@@ -92,7 +95,8 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lm
               metavar="FILE", help="The pickle recipe's MongoDB layout: its JSON index "
                                    '({"path_list": [...], "label_list": [...]}), SRC being mongodb://HOST/DB.')
 @click.option("--source-collection", metavar="NAME", default=None,
-              help="The pickle recipe's MongoDB layout: the collection of {img_name, bson_img} documents.")
+              help="SRC mongodb://HOST/DB: the collection of the datakit store to copy, or (with --index) "
+                   "the pickle recipe's collection of {img_name, bson_img} documents.")
 @click.option("--image-column", metavar="NAME", default=None,
               help="Hugging Face: the Image column (default: image).")
 @click.option("--label-column", "--label-key", "label_column", metavar="NAME", default=None,
@@ -113,7 +117,9 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     The images, their order and their labels are torchvision ImageFolder's.
     SRC may also be a Hugging Face dataset on disk (a save_to_disk folder, or
     .parquet/.arrow files), WebDataset .tar shards (a file or a folder), or
-    an existing store: the pickle recipe's LMDB (a folder or a single file),
+    an existing store: a datakit store (copied into DEST, re-encoded with
+    --max-side or --format raw; SRC mongodb://HOST/DB with
+    --source-collection for one in MongoDB), the pickle recipe's LMDB (a folder or a single file),
     an LMDB of encoded images (with --class or --labels), or the recipe's
     MongoDB layout (SRC mongodb://HOST/DB with --source-collection and
     --index). Pickles are read through an allow-list, never run.

@@ -173,9 +173,11 @@ def _image_notes(summary: dict[str, Any]) -> list[str]:
     return notes
 
 
-_SOURCE_KINDS = {"huggingface": " (a Hugging Face dataset)", "webdataset": " (WebDataset shards)"}
+_SOURCE_KINDS = {"huggingface": " (a Hugging Face dataset)", "webdataset": " (WebDataset shards)",
+                 "datakit": " (a datakit store, copied)"}
 _LABEL_ORIGINS = {"folder": "from the class folders", "huggingface": "from the dataset's label column",
-                  "webdataset": "from the samples' .cls or .json"}
+                  "webdataset": "from the samples' .cls or .json",
+                  "datakit": "from the store it was copied from"}
 
 
 def _class_order(summary: dict[str, Any]) -> str:

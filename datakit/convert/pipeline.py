@@ -30,6 +30,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
+from datakit.convert.datakit_store import StoreFolder, check_not_the_source, kept_settings
 from datakit.convert.destination import check_outside_source, resolve_destination
 from datakit.convert.downscale import DEFAULT_QUALITY
 from datakit.convert.images import DEFAULT_MAX_PIXELS
@@ -150,8 +151,8 @@ def convert(
             every 2 seconds). Smaller commits lose less work to a crash and
             cost more syncs.
         source_kind: what ``src`` is, when what it holds is ambiguous:
-            ``"folder"``, ``"huggingface"``, ``"webdataset"``, ``"recipe_lmdb"``,
-            ``"image_lmdb"`` or ``"recipe_mongo"``; detected by default.
+            ``"folder"``, ``"huggingface"``, ``"webdataset"``, ``"datakit"``,
+            ``"recipe_lmdb"``, ``"image_lmdb"`` or ``"recipe_mongo"``; detected by default.
         image_column: a Hugging Face dataset's ``Image`` column (default ``"image"``).
         label_column: a Hugging Face dataset's label column, or the key of a
             WebDataset sample's ``.json`` label (default ``"label"``; a
@@ -161,12 +162,16 @@ def convert(
         index: the pickle recipe's JSON index (``path_list``, ``label_list``)
             of the MongoDB collection ``source_collection``, when ``src`` is
             that server's ``mongodb://`` URI (naming the database).
-        source_collection: the recipe's collection of ``{img_name, bson_img}`` documents.
+        source_collection: the collection of the datakit store to copy, when ``src`` is its
+            server's ``mongodb://`` URI (naming the database); with ``index``, the recipe's
+            collection of ``{img_name, bson_img}`` documents.
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
     allow-list only, never run (:mod:`datakit.convert.store_sources`); pixel
-    arrays are stored as raw records whatever ``format`` says.
+    arrays are stored as raw records whatever ``format`` says. A datakit store
+    is copied (:mod:`datakit.convert.datakit_store`): every record checked, its
+    class, label and source path kept; raw records stay raw.
 
     Returns:
         A :class:`ConversionReport`.
@@ -201,15 +206,15 @@ def convert(
     started, given = time.perf_counter(), os.fspath(src)
     root = given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
-    if not is_mongodb_uri(root):
-        check_outside_source(root, spec)
+    _check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
     choice = SourceChoice(source_kind, image_column, label_column, store)
     folder, rules = scan_source(root, labels, extensions, choice)
+    check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
-    report = scanned_report(folder, spec.describe(), exif_transpose, max_side or 0)
+    report = scanned_report(folder, spec.describe(), wanted.exif_transpose, wanted.max_side)
     with spec.open_writer() as writer:
         run = start_run(writer, folder, wanted, report, **modes)
         if run is None:  # a resumed store complete already, or an append with nothing new
@@ -248,10 +253,19 @@ def _check_arguments(modes: dict[str, bool], *, format: str, commit_every: int, 
         raise ValueError(f"quality must be between 1 and 100, not {quality}")
 
 
+def _check_outside_source(root: str, spec: StoreSpec) -> None:
+    """Refuse a destination in the source folder, or a store copied into itself (saying so)."""
+    if not is_mongodb_uri(root):
+        check_not_the_source(root, spec)
+        check_outside_source(root, spec)
+
+
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,
                      max_side: int | None, quality: int) -> ConversionSettings:
-    """The settings this conversion asks for (a resumed store must have been started with them)."""
-    multi = isinstance(folder, LabelledFolder) and folder.multi_label
+    """The settings this conversion asks for (a resumed store must have been started with them);
+    a copied store's own image settings where none are asked for."""
+    exif_transpose, max_side, quality = kept_settings(folder, exif_transpose, max_side, quality)
+    multi = isinstance(folder, (LabelledFolder, StoreFolder)) and folder.multi_label
     payload = folder.payload_kind or format
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
                               quality if max_side else 0, "multi" if multi else "single")
