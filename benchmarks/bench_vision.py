@@ -130,6 +130,7 @@ from _vision_recipes import (  # noqa: E402
 from _vision_summary import CEILING, print_summary, print_user_step_cost  # noqa: E402
 
 import datakit  # noqa: E402
+from datakit.errors import DatakitError  # noqa: E402
 
 BATCH, WORKERS = 128, 2
 TORCHVISION = ("torchvision-pil", "torchvision-tensor")
@@ -288,6 +289,9 @@ def parse_arguments() -> argparse.Namespace:
     allowed = STAGE_CONTENDERS if args.stages else ALLOWED[args.pipeline]
     if args.callable != "none":  # DALI's graph takes no Python callable of this kind
         allowed = tuple(name for name in allowed if name != "dali")
+    # "torchvision" was the PIL backend's name before the tensor backend ran beside it
+    args.contenders = args.contenders and ",".join(
+        "torchvision-pil" if name == "torchvision" else name for name in args.contenders.split(","))
     args.names = args.contenders.split(",") if args.contenders else \
         [name for name in CONTENDERS[args.pipeline] if name in allowed]
     unknown = [name for name in args.names if name not in allowed]
@@ -349,7 +353,7 @@ def main() -> None:
                      "run `bash benchmarks/setup_baseline.sh`")
     try:
         folder, store = prepare(args.scratch, args.images, args.corpus)
-    except datakit.DatakitError as exc:  # the real-photo corpus's packages are missing
+    except DatakitError as exc:  # the real-photo corpus's packages are missing
         sys.exit(f"{exc} (or --corpus synthetic)")
     recipe = Recipe(args.pipeline, args.size, class_count(folder), args.callable)
     if args.child:
