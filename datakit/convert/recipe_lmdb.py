@@ -15,8 +15,9 @@ Each sample is an entry named ``<source name>/<key>`` (``old.lmdb/42``).
 Refused records are skipped and listed by that name, with nothing written for
 them: a pickle naming a global outside the allow-list, a value that is no
 image nor numeric array, a float pixel array, a key listed in ``__keys__``
-but missing, keys beyond ``__len__``. ``__len__`` larger than ``__keys__`` is
-listed as ``<source name>/__len__``. The values are read twice: once here
+but missing (or empty, or longer than LMDB's keys), keys beyond
+``__len__``. ``__len__`` larger than ``__keys__`` is listed as
+``<source name>/__len__``. The values are read twice: once here
 for the labels, once by the reader processes for the images, in one long
 read transaction each (:class:`~datakit.convert.foreign_lmdb.LMDBValues`).
 """
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 import lmdb
 
 from datakit.convert.entry_bytes import files_digest
-from datakit.convert.foreign_lmdb import LMDBValues, data_file, open_source, recipe_keys
+from datakit.convert.foreign_lmdb import LMDBValues, data_file, key_problem, open_source, recipe_keys
 from datakit.convert.images import BadImage
 from datakit.convert.labelfile import class_order, sorted_classes
 from datakit.convert.recipe_values import is_pixel_array, load_value
@@ -102,6 +103,9 @@ def _scan_values(txn: lmdb.Transaction, stem: str, keys: list[bytes]) -> _Found:
             found.rejected.append((name, "listed twice in __keys__; imported once, where it is first listed"))
             continue
         seen.add(key)
+        if key_problem(key):
+            found.rejected.append((name, key_problem(key)))
+            continue
         value = txn.get(key)
         if value is None:
             found.rejected.append((name, "listed in __keys__, but missing from the LMDB"))

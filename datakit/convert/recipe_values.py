@@ -43,7 +43,7 @@ def load_value(data: bytes | memoryview) -> RecipeValue:
     image, label = value
     number = integer_label(label)
     if number is None:
-        raise BadImage(f"the label is {_describe(label)}, not an integer")
+        raise BadImage(f"the label is {_describe(label)}, not an integer of at most 64 bits")
     if isinstance(image, (bytes, bytearray)):
         return bytes(image), number
     if isinstance(image, np.ndarray):
@@ -53,10 +53,11 @@ def load_value(data: bytes | memoryview) -> RecipeValue:
 
 
 def integer_label(label: object) -> int | None:
-    """``label`` as a Python integer (a numpy integer too), or ``None`` when it is not one."""
+    """``label`` as a Python integer (a numpy integer too), or ``None`` when it is not one that
+    fits in 64 bits (the classes are the labels as text, and a pickle's integer can be of any size)."""
     if isinstance(label, (bool, np.bool_)):
         return None
-    if isinstance(label, (int, np.integer)):
+    if isinstance(label, (int, np.integer)) and -(1 << 63) <= int(label) < 1 << 63:
         return int(label)
     return None
 
@@ -109,7 +110,15 @@ def _rgb_pixels(array: np.ndarray) -> FramedPixels:
 
 
 def _describe(value: object) -> str:
+    """A few words on a loaded value, in time and space bounded whatever it is (never its whole
+    ``repr``: a list of shared references can stand for more items than memory holds)."""
     if isinstance(value, np.ndarray):
         return f"a {value.dtype} array {tuple(value.shape)}"
-    text = repr(value)
-    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"  # its digits may be more than str() writes
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    if isinstance(value, (str, bytes, bytearray)):
+        text = repr(value[:40])
+        return f"{type(value).__name__} {text}{'...' if len(value) > 40 else ''}"
+    return f"{type(value).__name__} {repr(value)[:40]}"
