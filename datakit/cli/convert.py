@@ -170,13 +170,19 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _shown(report: dict[str, Any], path: str) -> str:
+    """A path of the report's lists as the user finds it: under the source folder, or, for an
+    existing store's entries, their own ``<store name>/<key>``."""
+    return path if report["standalone_names"] else os.path.join(report["source"], path)
+
+
 def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
     lines: list[str] = []
     skipped = report["skipped"]
     if skipped:
         folders = any(item["reason"].startswith("folder not ") for item in skipped)  # unreadable, a loop
         lines.append(f"skipped {len(skipped)} {'file(s) and folder(s)' if folders else 'file(s)'}:")
-        lines.extend(f"  {os.path.join(report['source'], item['path'])}: {item['reason']}"
+        lines.extend(f"  {_shown(report, item['path'])}: {item['reason']}"
                      for item in skipped[:_SHOWN_SKIPS])
         if len(skipped) > _SHOWN_SKIPS:
             lines.append(f"  ... and {len(skipped) - _SHOWN_SKIPS} more (use --json for all)")
@@ -187,14 +193,14 @@ def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
         lines.append(f"ignored {len(ignored)} file(s) that are not images by extension "
                      "or lie outside any class folder" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
-            lines.extend(f"  {os.path.join(report['source'], path)}" for path in ignored)
+            lines.extend(f"  {_shown(report, path)}" for path in ignored)
     if report["label_file"]:
         lines.append(f"labels from {report['label_file']}")
     if report["unlisted"]:
         lines.append(f"ignored {len(report['unlisted'])} image(s) under {report['source']} that the label "
                      "file does not name" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
-            lines.extend(f"  {os.path.join(report['source'], path)}" for path in report["unlisted"])
+            lines.extend(f"  {_shown(report, path)}" for path in report["unlisted"])
     if report["high_bit_depth"]:
         lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
                      "when decoded (the high byte; floats in [0, 1] times 255)")

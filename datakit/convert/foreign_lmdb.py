@@ -5,7 +5,8 @@ Two layouts are imported (``datakit convert OLD NEW``):
 - ``"recipe_lmdb"``: the pickle recipe's store (``benchmarks/pickle_recipe.py``):
   ``__keys__`` (a pickled list of keys, the samples' order), ``__len__`` (a
   pickled int), and per key ``pickle.dumps((image, label))``, the image the
-  file's bytes or a numpy pixel array (:mod:`datakit.convert.recipe_lmdb`);
+  file's bytes or a numpy pixel array, or for unlabelled data the pixel
+  array alone (:mod:`datakit.convert.recipe_lmdb`);
 - ``"image_lmdb"``: every value an encoded image (LSUN's category LMDBs: WebP
   keyed by image id), labels given by the caller (:mod:`datakit.convert.image_lmdb`).
 
@@ -168,8 +169,9 @@ def _classify_recipe(path: str, txn: lmdb.Transaction) -> ForeignLMDB:
     first = txn.get(keys[0]) if keys and not key_problem(keys[0]) else None
     if first is not None:
         try:
-            image, _ = load_value(first)
-            detail = "(pixel array, label) tuples" if is_pixel_array(image) else detail
+            image, label = load_value(first)
+            detail = ("pixel arrays without labels" if label is None else "(pixel array, label) tuples"
+                      if is_pixel_array(image) else detail)
         except BadImage as exc:
             detail = f"{detail}; its first value is refused: {exc}"
     return ForeignLMDB(path, RECIPE, len(keys), sample, detail)
@@ -224,7 +226,10 @@ class LMDBValues:
         self.__init__(state["path"], state["prefix"], state["recipe"])  # type: ignore[misc]
 
     def read(self, entry: SourceEntry) -> bytearray:
-        value = self._txn().get(entry.path[self.prefix:].encode("utf-8"))
+        key = entry.path[self.prefix:].encode("utf-8")
+        if key_problem(key):  # a label file may name any key
+            raise BadImage(key_problem(key).replace(" in __keys__", ""))
+        value = self._txn().get(key)
         if value is None:
             raise BadImage("listed, but missing from the LMDB")
         if not self.recipe:

@@ -238,8 +238,9 @@ def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpo
     """The settings this conversion asks for (a resumed store must have been started with them)."""
     multi = isinstance(folder, LabelledFolder) and folder.multi_label
     payload = folder.payload_kind or format
+    label_kind = "none" if folder.unlabelled else "multi" if multi else "single"
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
-                              quality if max_side else 0, "multi" if multi else "single")
+                              quality if max_side else 0, label_kind)
 
 
 def _hidden_class_warning(folder: SourceFolder, name: str) -> str:

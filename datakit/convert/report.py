@@ -56,6 +56,8 @@ class ConversionReport:
             name (not converted).
         appended_to: with ``append``, the records the store held before the
             append began (``None`` for a conversion).
+        standalone_names: the paths of ``skipped``, ``unlisted`` and ``ignored`` are
+            entry names of an existing store (``old.lmdb/42``), not paths under ``source``.
     """
 
     source: str
@@ -78,6 +80,7 @@ class ConversionReport:
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
     appended_to: int | None = None
+    standalone_names: bool = False
 
     @property
     def images_per_second(self) -> float:
@@ -93,7 +96,7 @@ def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_s
     """The report as the scan of ``folder`` leaves it: what was ignored, empty or unreadable."""
     report = ConversionReport(folder.root, where, ignored=folder.ignored,
                               empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
-                              max_side=max_side)
+                              max_side=max_side, standalone_names=folder.standalone_names)
     if isinstance(folder, LabelledFolder):
         report.label_file, report.unlisted = folder.label_file, folder.unlisted
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")

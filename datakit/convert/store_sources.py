@@ -5,7 +5,8 @@ asks it first), :func:`scan_store` scans one; everything after the scan is
 the same as for an image folder. Options that do not apply to the kind are
 refused by name:
 
-- ``"recipe_lmdb"`` (:mod:`datakit.convert.recipe_lmdb`): labels are in the store;
+- ``"recipe_lmdb"`` (:mod:`datakit.convert.recipe_lmdb`): labels are in the store,
+  or, for its bare pixel arrays, none (an unlabelled store), ``class_name`` or ``labels``;
 - ``"image_lmdb"`` (:mod:`datakit.convert.image_lmdb`): ``class_name`` or ``labels``;
 - ``"recipe_mongo"`` (:mod:`datakit.convert.recipe_mongo`): SRC a ``mongodb://``
   URI naming the database, with ``source_collection`` and ``index``.
@@ -31,7 +32,7 @@ STORE_KINDS = (RECIPE, IMAGES, "recipe_mongo")
 
 _OPTIONS = {"class_name": Spelling("class_name=", "--class"), "index": Spelling("index=", "--index"),
             "source_collection": Spelling("source_collection=", "--source-collection")}
-_APPLIES = {RECIPE: (), IMAGES: ("class_name",), "recipe_mongo": ("index", "source_collection")}
+_APPLIES = {RECIPE: ("class_name",), IMAGES: ("class_name",), "recipe_mongo": ("index", "source_collection")}
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class StoreChoice:
     """The options of an existing store's import (``None``: not given).
 
     Attributes:
-        class_name: the class of every image of an image LMDB.
+        class_name: the class of every image of an image LMDB, or of a recipe store of bare pixel arrays.
         index: the recipe's JSON index of a MongoDB collection (order and labels).
         source_collection: the recipe's MongoDB collection.
     """
@@ -77,7 +78,7 @@ def scan_store(root: str, kind: str, choice: StoreChoice, label_file: LabelFile 
     """
     _check_options(root, kind, choice, label_file, given)
     if kind == RECIPE:
-        return scan_recipe_lmdb(root)
+        return scan_recipe_lmdb(root, choice.class_name, label_file)
     if kind == IMAGES:
         return scan_image_lmdb(root, choice.class_name, label_file)
     if choice.source_collection is None or choice.index is None:
@@ -100,6 +101,6 @@ def _check_options(root: str, kind: str, choice: StoreChoice, label_file: LabelF
         if getattr(choice, name) is not None and name not in _APPLIES[kind]:
             raise SourceError.advising("{option} does not apply to {root} ({kind_name})", option=spelling,
                                        root=root, kind_name=kind)
-    if label_file is not None and kind != IMAGES:
+    if label_file is not None and kind not in (IMAGES, RECIPE):  # a recipe LMDB's scan checks its values
         raise SourceError(f"{root} ({kind}) holds its own labels; a label file (--labels) applies to "
-                          "image folders, datasets and LMDBs of encoded images")
+                          "image folders, datasets, LMDBs of encoded images and of bare pixel arrays")
