@@ -23,7 +23,7 @@ import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, CorruptRecordError, StoreError
 from datakit.manifest import record_key
-from tests.helpers import stored_samples, stored_sources, write_lmdb
+from tests.helpers import kill_conversion_at, stored_samples, stored_sources, write_lmdb
 from tests.source_builders import image_bytes
 
 
@@ -216,3 +216,16 @@ def test_an_unlabelled_store_exports_its_images_and_no_labels(tmp_path):
     [shard] = (tmp_path / "shards").glob("*.tar")
     with tarfile.open(shard) as tar:
         assert [name.rsplit(".", 1)[1] for name in tar.getnames()] == ["png", "png"]  # no .cls
+
+
+@pytest.mark.integration
+def test_an_unlabelled_import_killed_midway_resumes_to_the_same_store(tmp_path):
+    arrays = _arrays(40, seed=4)
+    old = _bare_store(tmp_path / "old.lmdb", arrays)
+    kill_conversion_at(old, tmp_path / "new", stop_at=17, workers=1)
+    report = datakit.convert(old, tmp_path / "new", resume=True)
+    assert report.resumed_from > 0 and report.total == 40
+    stored = stored_samples(tmp_path / "new", output="numpy")
+    assert [label for _, label in stored] == [-1] * 40
+    for (pixels, _), want in zip(stored, arrays, strict=True):
+        np.testing.assert_array_equal(pixels, want)
