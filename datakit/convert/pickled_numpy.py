@@ -21,6 +21,7 @@ pickle gives, and no numpy descriptor is ever mutated.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -145,9 +146,11 @@ def _made_dtype(spec: Any, align: Any = False, copy: Any = False) -> PickledDtyp
         raise RefusedPickle(f"a numpy dtype made of {_shown(spec)}: only bool, integer and float dtypes are "
                             "read")
     try:
-        made = np.dtype(spec)
-    except (TypeError, ValueError):
-        raise RefusedPickle(f"a numpy dtype {spec!r} that numpy does not know") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a deprecated spelling ("a4") would print on stderr
+            made = np.dtype(spec)
+    except (TypeError, ValueError, Warning):
+        raise RefusedPickle(f"a numpy dtype {spec!r} that numpy does not know (or no longer)") from None
     if made.kind not in _NUMERIC_KINDS or made.hasobject or made.subdtype is not None or made.names:
         raise RefusedPickle(f"a numpy dtype {made.str!r}: only bool, integer and float arrays are read")
     return PickledDtype(made)
