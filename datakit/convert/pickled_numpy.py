@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["RefusedPickle", "PickledArray", "PickledDtype", "numpy_globals", "encode_latin1",
-           "made_bytearray"]
+           "made_bytearray", "made_bytes"]
 
 _NUMERIC_KINDS = "biuf"
 _MAX_DIMENSIONS = 32
@@ -138,6 +138,14 @@ def made_bytearray(source: Any = b"", encoding: Any = None) -> bytearray:
         return bytearray(source.encode("latin-1"))
     raise RefusedPickle(f"a bytearray of a size or of {type(source).__name__} ({_shown(source)}): only "
                         "bytearrays of the pickle's own bytes are read")
+
+
+def made_bytes(*args: Any) -> bytes:
+    """``bytes()``, which protocol 2 writes for empty bytes (an empty array's data), and nothing
+    else: ``bytes(n)`` would allocate and clear any size the pickle names."""
+    if args:
+        raise RefusedPickle(f"bytes of a size or of {_shown(args[0])}: only the pickle's own bytes are read")
+    return b""
 
 
 def _made_dtype(spec: Any, align: Any = False, copy: Any = False) -> PickledDtype:

@@ -18,10 +18,10 @@ made tight in three steps, each of which refuses with :class:`RefusedPickle`:
 2. **Globals** (``find_class``): only what numpy rebuilds numeric arrays
    from (:mod:`datakit.convert.pickled_numpy`), under the names numpy 1.x
    and 2.x pickle them (``numpy.core``/``numpy._core``), plus
-   ``_codecs.encode`` for Latin-1 (protocol 2's bytes) and ``bytearray`` of
-   bytes. An array is handed out only when every byte of it came from the
+   ``_codecs.encode`` for Latin-1 (protocol 2's bytes), ``bytes()`` (its
+   empty bytes) and ``bytearray`` of bytes. An array is handed out only when every byte of it came from the
    pickle; nothing takes a size from the pickle and allocates it.
-3. **The value** (:func:`_plain`), walked once, each object by its id:
+3. **The value** (:class:`_Walk`), walked once, each object by its id:
    ``None``, booleans, integers, floats, text, bytes, bytearrays, tuples,
    lists and numeric numpy arrays, nested at most :data:`MAX_DEPTH` deep,
    with no more references than the pickle has opcodes (so never more than
@@ -46,6 +46,7 @@ from datakit.convert.pickled_numpy import (
     RefusedPickle,
     encode_latin1,
     made_bytearray,
+    made_bytes,
     numpy_globals,
 )
 
@@ -81,9 +82,10 @@ _PLAIN = (type(None), bool, int, float, str, bytes, bytearray)
 class _AllowListUnpickler(pickle.Unpickler):
     """An unpickler whose only globals are the allow-list's."""
 
-    allowed = {**numpy_globals(), ("_codecs", "encode"): encode_latin1,
-               ("builtins", "bytearray"): made_bytearray,
-               ("__builtin__", "bytearray"): made_bytearray}  # protocol 2 names Python 2's module
+    allowed = {**numpy_globals(), ("_codecs", "encode"): encode_latin1}
+    for builtins in ("builtins", "__builtin__"):  # protocol 2 names Python 2's module
+        allowed[(builtins, "bytearray")] = made_bytearray
+        allowed[(builtins, "bytes")] = made_bytes
 
     def find_class(self, module: str, name: str) -> Any:
         found = self.allowed.get((module, name))
