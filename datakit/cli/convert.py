@@ -83,7 +83,8 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lm
                    "folder or .parquet/.arrow files are huggingface, .tar files webdataset, LMDBs by "
                    "their values, a mongodb:// URI recipe_mongo).")
 @click.option("--class", "class_name", metavar="NAME", default=None,
-              help="LMDB of encoded images (LSUN's): the class of all its images (or use --labels FILE "
+              help="LMDB of encoded images (LSUN's), or the pickle recipe's LMDB of bare pixel arrays "
+                   "(otherwise an unlabelled store): the class of all its images (or use --labels FILE "
                    "naming each key).")
 @click.option("--index", type=UserPath(exists=True, dir_okay=False, readable=True), default=None,
               metavar="FILE", help="The pickle recipe's MongoDB layout: its JSON index "

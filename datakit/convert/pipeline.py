@@ -147,8 +147,10 @@ def convert(
         label_column: a Hugging Face dataset's label column, or the key of a
             WebDataset sample's ``.json`` label (default ``"label"``; a
             ``.cls`` member comes first). Not with ``labels``.
-        class_name: the class of every image of an LMDB of encoded images
-            (not with ``labels``, which then names the LMDB's keys).
+        class_name: the class of every image of an LMDB of encoded images, or
+            of the pickle recipe's LMDB of bare pixel arrays, which is
+            otherwise an unlabelled store (every label -1); not with
+            ``labels``, which then names the LMDB's keys.
         index: the pickle recipe's JSON index (``path_list``, ``label_list``)
             of the MongoDB collection ``source_collection``, when ``src`` is
             that server's ``mongodb://`` URI (naming the database).
