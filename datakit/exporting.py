@@ -9,7 +9,8 @@ PNG of its pixels, under its path with the extension ``.png``. When the
 labels are not the folder names (a store converted with ``--labels``, or a
 multi-label one) the labels are written too, as ``DIR/labels.csv`` (one class
 per image) or ``DIR/labels.jsonl`` (several), in record order, for
-``datakit convert DIR DEST --labels``. With ``format="webdataset"`` the
+``datakit convert DIR DEST --labels``; an unlabelled store has none to write.
+With ``format="webdataset"`` the
 records go into tar shards instead (:mod:`datakit.export_webdataset`).
 
 An export never loses a sample: it refuses a ``DIR`` that is not empty,
@@ -212,7 +213,10 @@ def _check_same_store(target: str, unfinished: export_folder.ExportIdentity,
 
 
 def _labelled_by_folder(manifest: Manifest, paths: list[str], labels: np.ndarray) -> bool:
-    """Whether the class folders carry the labels, so that no label file is needed."""
+    """Whether the class folders carry the labels, or there are none (an unlabelled store), so that
+    no label file is needed."""
+    if manifest.unlabelled:
+        return True
     return not manifest.multi_label and not manifest.label_file \
         and not any(entry.get("label_file") for entry in manifest.appends) \
         and all(path.split("/")[0] == manifest.classes[int(label)]

@@ -28,13 +28,16 @@ from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.stores.refusals import incomplete_message
 from datakit.stores.state import UnfinishedAppend
 
-__all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS"]
+__all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS", "LABEL_WORDS"]
 
 _THUMB = 96
 _CAPTION = 14
 
 PREVIEW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
 """The preview sheet's format, by the extension of its file name (case does not matter)."""
+
+LABEL_WORDS = {"single": "single-label", "multi": "multi-label", "none": "none (unlabelled store)"}
+"""A store's ``label_kind`` in words, as ``datakit inspect`` shows it (and ``--json``'s ``labels``)."""
 
 
 def inspect(
@@ -77,7 +80,9 @@ def inspect(
         ``exif_transpose`` (those were stored upright), ``downscaled`` with
         ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
         ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
-        multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
+        multi-hot vector per record, ``class_counts`` counting each class's records; ``"none"``: an
+        unlabelled store, no classes, every label -1) and ``labels``, the same in words
+        (:data:`LABEL_WORDS`: ``"none (unlabelled store)"``), ``label_file``
         (the ``--labels`` file the labels came from, ``None`` for class
         folders or an incomplete store), ``class_order`` (``"numeric"``: a
         label file's integer labels sorted as numbers; ``"text"``: sorted as
@@ -172,6 +177,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         max_side=manifest.max_side,
         quality=manifest.quality,
         label_kind=manifest.label_kind,
+        labels=LABEL_WORDS[manifest.label_kind],
         label_file=manifest.label_file or None,
         class_order=manifest.class_order,
         unlisted=manifest.unlisted,
@@ -195,7 +201,8 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
                    skipped=None, created=None, source=state.settings.source, source_kind=None,
                    datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
-                   quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
+                   quality=state.settings.quality, label_kind=state.settings.label_kind,
+                   labels=LABEL_WORDS[state.settings.label_kind], label_file=None,
                    class_order=None, unlisted=0, appends=[], unfinished_append=None,
                    being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
@@ -289,7 +296,7 @@ def draw_preview(reader: StoreReader, path: str, count: int) -> None:
         caption = f"bad #{index}"
         try:
             record = decode_record(data, key)
-            caption = f"{classes[labels[index]]} #{index}"
+            caption = f"{classes[labels[index]]} #{index}" if classes else f"#{index}"
             thumb = record_to_pil(record)
             thumb.thumbnail((_THUMB - 4, _THUMB - 4))
             sheet.paste(thumb, (x + (_THUMB - thumb.width) // 2, y + (_THUMB - thumb.height) // 2))

@@ -29,14 +29,21 @@ from datakit.manifest_bounds import (
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, check_format_version
 from datakit.version import __version__
 
-__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats",
-           "source_spans"]
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "LABEL_KINDS", "NO_LABEL", "record_key", "Stats", "Manifest",
+           "check_stats", "source_spans"]
 
 KEY_DIGITS = 10
 """Record keys are the sample index, zero-padded to this many digits."""
 
 KEPT_SKIPPED_FILES = 1000
 """At most this many skipped and ignored files are listed in a manifest (the rest are counted)."""
+
+LABEL_KINDS = ("single", "multi", "none")
+"""A manifest's ``label_kind``s: one class per record, several, or none (an unlabelled store)."""
+
+NO_LABEL = -1
+"""Every record's label in an unlabelled store (``label_kind: "none"``), as torchvision's unlabelled
+splits give it (STL10's ``unlabeled``); never a label in any other store."""
 
 _ADDED_FIELDS = frozenset({"skipped_files", "skipped_files_omitted"})
 """Fields added after format version 1 without a version bump: a manifest written before
@@ -73,13 +80,15 @@ class Stats:
             height: int, *, oriented: bool = False, high_bit_depth: bool = False,
             downscaled: bool = False) -> None:
         """Account for one written record; ``label`` is a tuple of classes in a multi-label store,
-        each of which is counted (the counts then add up to more than the length)."""
+        each of which is counted (the counts then add up to more than the length), and
+        :data:`NO_LABEL` in an unlabelled store, which has no classes to count."""
         self.exif_oriented += oriented
         self.high_bit_depth += high_bit_depth
         self.downscaled += downscaled
         self.length += 1
         for each in (label if isinstance(label, tuple) else (label,)):
-            self.class_counts[each] += 1
+            if each != NO_LABEL:
+                self.class_counts[each] += 1
         self.total_bytes += payload_bytes
         self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
         self.width_range = _widen(self.width_range, width)
@@ -129,9 +138,11 @@ class Manifest:
             were not converted; 0 without a label file.
         appends: one entry per ``datakit convert --append`` that grew the store:
             ``{"when": ISO time, "added": records, "source": folder, "label_file": path or ""}``.
-        label_kind: ``"single"`` (a class index per record) or ``"multi"`` (a
+        label_kind: ``"single"`` (a class index per record), ``"multi"`` (a
             multi-hot uint8 vector per record; ``class_counts`` then count the
-            records carrying each class).
+            records carrying each class) or ``"none"`` (an unlabelled store: no
+            classes, every label :data:`NO_LABEL`; a datakit older than this
+            kind refuses the store as of an unknown label kind).
         class_order: how ``classes`` were sorted: ``"text"`` (folder names, as
             ``ImageFolder`` sorts them; and every store written before this
             field), or ``"numeric"`` (a label file whose labels are all
@@ -166,6 +177,10 @@ class Manifest:
     @property
     def multi_label(self) -> bool:
         return self.label_kind == "multi"
+
+    @property
+    def unlabelled(self) -> bool:
+        return self.label_kind == "none"
 
     @property
     def length(self) -> int:
@@ -208,7 +223,7 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
     if len(manifest.stats.class_counts) != len(manifest.classes):
         raise StoreError(f"{where}: the manifest lists {len(manifest.classes)} classes but "
                          f"{len(manifest.stats.class_counts)} class counts")
-    if manifest.label_kind not in ("single", "multi"):
+    if manifest.label_kind not in LABEL_KINDS:
         raise StoreError(f"{where}: unknown label kind {manifest.label_kind!r} in the manifest")
     if manifest.class_order not in ("text", "numeric"):
         raise StoreError(f"{where}: unknown class order {manifest.class_order!r} in the manifest")
@@ -218,7 +233,11 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
         raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
                          f"or later, not {manifest.format_version}")
     counts, length = manifest.stats.class_counts, manifest.length
-    if manifest.multi_label:
+    if manifest.unlabelled and manifest.classes:
+        raise StoreError(f"{where}: the manifest of an unlabelled store lists classes")
+    if manifest.unlabelled:
+        fits = length >= 0
+    elif manifest.multi_label:
         fits = length >= 0 and all(0 <= count <= length for count in counts) and sum(counts) >= length
     else:
         fits = sum(counts) == length and length >= 0

@@ -3,7 +3,8 @@
 A record's checksum proves only that its bytes are the ones written, and a
 hostile store writes its own checksums. So before a record is decoded, its
 header is checked against what the store promises elsewhere: its label (or,
-in a multi-label store, its first class) against the label table that
+in a multi-label store, its first class; in an unlabelled store, -1 and
+nothing else) against the label table that
 samplers and class statistics use, and its image size against the manifest's
 size ranges, from which ``datakit.DataLoader`` sizes its batch slots. Every
 read path and ``inspect --verify`` make the same checks here, so a record
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from datakit.errors import CorruptRecordError
-from datakit.manifest import Manifest
+from datakit.manifest import NO_LABEL, Manifest
 from datakit.records import MULTI_LABEL_VERSION, Record
 
 __all__ = ["check_record"]
@@ -43,6 +44,9 @@ def check_record(record: Record, key: str, position: int, manifest: Manifest, ta
                 or not row[header.label] or row[:header.label].any()):
             raise CorruptRecordError(key, f"its label {header.label} (format version {header.version}) "
                                           f"disagrees with the store's multi-label table ({row.tolist()})")
+    elif manifest.unlabelled and header.label != NO_LABEL:
+        raise CorruptRecordError(key, f"its label {header.label} is a class in an unlabelled store (every "
+                                      f"label is {NO_LABEL})")
     elif header.label != targets[position]:
         raise CorruptRecordError(key, f"its label {header.label} disagrees with the store's label table "
                                       f"({targets[position]})")

@@ -89,7 +89,8 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "datakit", "recipe_lmdb"
                    "holding a datakit manifest datakit, other LMDBs by their values, a mongodb:// URI "
                    "recipe_mongo with --index, else datakit).")
 @click.option("--class", "class_name", metavar="NAME", default=None,
-              help="LMDB of encoded images (LSUN's): the class of all its images (or use --labels FILE "
+              help="LMDB of encoded images (LSUN's), or the pickle recipe's LMDB of bare pixel arrays "
+                   "(otherwise an unlabelled store): the class of all its images (or use --labels FILE "
                    "naming each key).")
 @click.option("--index", type=UserPath(exists=True, dir_okay=False, readable=True), default=None,
               metavar="FILE", help="The pickle recipe's MongoDB layout: its JSON index "
@@ -197,6 +198,10 @@ def _appended(report: dict[str, Any], verbose: bool) -> list[str]:
                      "relative path)" + (":" if verbose else "; --verbose lists them"))
         lines.extend(f"  {path}" for path in held if verbose)
     return lines
+def _shown(report: dict[str, Any], path: str) -> str:
+    """A path of the report's lists as the user finds it: under the source folder, or, for an
+    existing store's entries, their own ``<store name>/<key>``."""
+    return path if report["standalone_names"] else os.path.join(report["source"], path)
 
 
 def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
@@ -205,7 +210,7 @@ def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
     if skipped:
         folders = any(item["reason"].startswith("folder not ") for item in skipped)  # unreadable, a loop
         lines.append(f"skipped {len(skipped)} {'file(s) and folder(s)' if folders else 'file(s)'}:")
-        lines.extend(f"  {os.path.join(report['source'], item['path'])}: {item['reason']}"
+        lines.extend(f"  {_shown(report, item['path'])}: {item['reason']}"
                      for item in skipped[:_SHOWN_SKIPS])
         if len(skipped) > _SHOWN_SKIPS:
             lines.append(f"  ... and {len(skipped) - _SHOWN_SKIPS} more (use --json for all)")
@@ -216,14 +221,14 @@ def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
         lines.append(f"ignored {len(ignored)} file(s) that are not images by extension "
                      "or lie outside any class folder" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
-            lines.extend(f"  {os.path.join(report['source'], path)}" for path in ignored)
+            lines.extend(f"  {_shown(report, path)}" for path in ignored)
     if report["label_file"]:
         lines.append(f"labels from {report['label_file']}")
     if report["unlisted"]:
         lines.append(f"ignored {len(report['unlisted'])} image(s) under {report['source']} that the label "
                      "file does not name" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
-            lines.extend(f"  {os.path.join(report['source'], path)}" for path in report["unlisted"])
+            lines.extend(f"  {_shown(report, path)}" for path in report["unlisted"])
     if report["high_bit_depth"]:
         lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
                      "when decoded (the high byte; floats in [0, 1] times 255)")

@@ -87,7 +87,7 @@ def _render(summary: dict[str, Any]) -> str:
               else _LABEL_ORIGINS.get(summary.get("source_kind") or "", "") if summary["complete"] else "")
     unlisted = (f" ({summary['unlisted']} image(s) under the source not named there, not converted)"
                 if summary.get("unlisted") else "")
-    kind = f"{summary.get('label_kind', 'single')}-label"
+    kind = summary["labels"]
     lines.append(f"labels      {kind}{', ' if origin else ''}{origin}{unlisted}")
     for entry in summary.get("appends", []):
         lines.append(f"appended    {entry['added']} image(s) on {entry['when']} from {entry['source']}"

@@ -20,7 +20,8 @@ labels the records already stored carry, and the manifest at the end.
 An append takes its labels the way the store did: from class folders into a
 store converted from class folders, from a label file into one converted
 from a label file; anything else would mix two labelling schemes in one
-store, and is refused before anything is written. Skipped files are counted
+store, and is refused before anything is written; so is an unlabelled source
+(bare pixel arrays) for a labelled store, and the other way round. Skipped files are counted
 per source file across the conversion and its appends: a file skipped again
 is not counted twice, and one stored since (mended, say) is no longer listed.
 """
@@ -39,7 +40,7 @@ import numpy as np
 from datakit.convert.labelfile import LabelledFolder
 from datakit.convert.source import SourceEntry, SourceFolder
 from datakit.errors import ConversionError, Spelling
-from datakit.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
+from datakit.manifest import KEPT_SKIPPED_FILES, NO_LABEL, Manifest, Stats
 from datakit.stores import is_mongodb_uri
 from datakit.stores.refusals import Described
 from datakit.stores.state import AppendState, CommittedState, ConversionSettings
@@ -97,6 +98,7 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     before = appended.manifest
     multi = before.multi_label
     _check_label_origin(before, folder, where)
+    _check_labelled(before, folder, where)
     if multi_label and not multi:
         raise ConversionError(f"{where} is a single-label store; a label file giving images several "
                               "classes cannot be appended to it (convert a new store instead)")
@@ -121,8 +123,8 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     entries = []
     for entry in folder.entries:
         indices = tuple(sorted(position[index] for index in entry.classes))
-        entries.append(dataclasses.replace(entry, label=indices[0] if indices else position[entry.label],
-                                           classes=indices))
+        label = indices[0] if indices else NO_LABEL if folder.unlabelled else position[entry.label]
+        entries.append(dataclasses.replace(entry, label=label, classes=indices))
     labels: list[Any] = list(appended.labels)
     if multi:
         by_path = {entry.path: entry.classes for entry in entries}
@@ -156,6 +158,18 @@ def _unfinished_elsewhere(interrupted: CommittedState, before: Manifest, root: s
         labels=Spelling("labels", "--labels"), extensions=Spelling("extensions", "--extensions"),
         discard=Spelling(f"convert({root!r}, ..., append=True, discard_unfinished=True)",
                          f"`datakit convert {root} {arguments} --append --discard-unfinished`"))
+
+
+def _check_labelled(before: Manifest, folder: SourceFolder, where: str) -> None:
+    """Refuse images without labels for a labelled store, and labelled ones for an unlabelled store."""
+    if before.unlabelled and not folder.unlabelled:
+        raise ConversionError(f"{where} is an unlabelled store (every label -1); the images of {folder.root} "
+                              "come with labels, which it cannot hold (append them without --class or "
+                              "--labels, or convert a new store)")
+    if folder.unlabelled and not before.unlabelled:
+        raise ConversionError(f"{where} is a labelled store; the pixel arrays of {folder.root} are "
+                              "unlabelled (give their class with --class NAME or --labels FILE, or convert a "
+                              "new store)")
 
 
 def _check_label_origin(before: Manifest, folder: SourceFolder, where: str) -> None:

@@ -5,7 +5,8 @@ Two layouts are imported (``datakit convert OLD NEW``):
 - ``"recipe_lmdb"``: the pickle recipe's store (``benchmarks/pickle_recipe.py``):
   ``__keys__`` (a pickled list of keys, the samples' order), ``__len__`` (a
   pickled int), and per key ``pickle.dumps((image, label))``, the image the
-  file's bytes or a numpy pixel array (:mod:`datakit.convert.recipe_lmdb`);
+  file's bytes or a numpy pixel array, or for unlabelled data the pixel
+  array alone (:mod:`datakit.convert.recipe_lmdb`);
 - ``"image_lmdb"``: every value an encoded image (LSUN's category LMDBs: WebP
   keyed by image id), labels given by the caller (:mod:`datakit.convert.image_lmdb`).
 
@@ -32,13 +33,17 @@ from datakit.convert.source import SourceEntry
 from datakit.errors import SourceError
 
 __all__ = ["RECIPE", "IMAGES", "UNKNOWN", "ForeignLMDB", "LMDBValues", "open_foreign", "open_source",
-           "classify_lmdb", "image_format", "recipe_keys", "data_file", "SAMPLE_KEYS"]
+           "classify_lmdb", "image_format", "recipe_keys", "data_file", "SAMPLE_KEYS", "MAX_KEY_BYTES",
+           "key_problem"]
 
 RECIPE = "recipe_lmdb"
 IMAGES = "image_lmdb"
 UNKNOWN = "unknown"
 SAMPLE_KEYS = 5
 """Keys shown by ``datakit inspect``."""
+MAX_KEY_BYTES = 511
+"""The longest key LMDB holds (its default build): ``__keys__`` may list any bytes, but a key that is
+empty or longer than this is no key of the environment (``txn.get`` raises ``BadValsizeError``)."""
 
 _DATAKIT_KEYS = (b"__manifest__", b"__progress__")
 _RECIPE_KEYS = (b"__keys__", b"__len__")
@@ -145,6 +150,15 @@ def recipe_keys(txn: lmdb.Transaction) -> tuple[list[bytes], object]:
     return [key.encode("utf-8") if isinstance(key, str) else bytes(key) for key in keys], length
 
 
+def key_problem(key: bytes) -> str:
+    """Why ``key`` from ``__keys__`` cannot be an LMDB key (empty, or too long), or ``""``."""
+    if not key:
+        return "an empty key in __keys__: LMDB holds no value under it"
+    if len(key) > MAX_KEY_BYTES:
+        return f"a key of {len(key)} bytes in __keys__: LMDB's keys are {MAX_KEY_BYTES} bytes at most"
+    return ""
+
+
 def _classify_recipe(path: str, txn: lmdb.Transaction) -> ForeignLMDB:
     try:
         keys, _ = recipe_keys(txn)
@@ -152,11 +166,12 @@ def _classify_recipe(path: str, txn: lmdb.Transaction) -> ForeignLMDB:
         return ForeignLMDB(path, UNKNOWN, 0, [], f"a __keys__ entry datakit cannot read ({exc})")
     sample = [key.decode("utf-8", "replace") for key in keys[:SAMPLE_KEYS]]
     detail = "(image bytes, label) tuples"
-    first = txn.get(keys[0]) if keys else None
+    first = txn.get(keys[0]) if keys and not key_problem(keys[0]) else None
     if first is not None:
         try:
-            image, _ = load_value(first)
-            detail = "(pixel array, label) tuples" if is_pixel_array(image) else detail
+            image, label = load_value(first)
+            detail = ("pixel arrays without labels" if label is None else "(pixel array, label) tuples"
+                      if is_pixel_array(image) else detail)
         except BadImage as exc:
             detail = f"{detail}; its first value is refused: {exc}"
     return ForeignLMDB(path, RECIPE, len(keys), sample, detail)
@@ -211,7 +226,10 @@ class LMDBValues:
         self.__init__(state["path"], state["prefix"], state["recipe"])  # type: ignore[misc]
 
     def read(self, entry: SourceEntry) -> bytearray:
-        value = self._txn().get(entry.path[self.prefix:].encode("utf-8"))
+        key = entry.path[self.prefix:].encode("utf-8")
+        if key_problem(key):  # a label file may name any key
+            raise BadImage(key_problem(key).replace(" in __keys__", ""))
+        value = self._txn().get(key)
         if value is None:
             raise BadImage("listed, but missing from the LMDB")
         if not self.recipe:

@@ -157,8 +157,10 @@ def convert(
         label_column: a Hugging Face dataset's label column, or the key of a
             WebDataset sample's ``.json`` label (default ``"label"``; a
             ``.cls`` member comes first). Not with ``labels``.
-        class_name: the class of every image of an LMDB of encoded images
-            (not with ``labels``, which then names the LMDB's keys).
+        class_name: the class of every image of an LMDB of encoded images, or
+            of the pickle recipe's LMDB of bare pixel arrays, which is
+            otherwise an unlabelled store (every label -1); not with
+            ``labels``, which then names the LMDB's keys.
         index: the pickle recipe's JSON index (``path_list``, ``label_list``)
             of the MongoDB collection ``source_collection``, when ``src`` is
             that server's ``mongodb://`` URI (naming the database).
@@ -267,8 +269,9 @@ def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpo
     exif_transpose, max_side, quality = kept_settings(folder, exif_transpose, max_side, quality)
     multi = isinstance(folder, (LabelledFolder, StoreFolder)) and folder.multi_label
     payload = folder.payload_kind or format
+    label_kind = "none" if folder.unlabelled else "multi" if multi else "single"
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
-                              quality if max_side else 0, "multi" if multi else "single")
+                              quality if max_side else 0, label_kind)
 
 
 def _hidden_class_warning(folder: SourceFolder, name: str) -> str:

@@ -64,6 +64,8 @@ class ConversionReport:
         discarded_from: the source of that unfinished append (``""``: none).
         resumed_nothing: ``resume`` found no store at the destination and
             converted a new one (as after a conversion killed before it wrote anything).
+        standalone_names: the paths of ``skipped``, ``unlisted`` and ``ignored`` are
+            entry names of an existing store (``old.lmdb/42``), not paths under ``source``.
     """
 
     source: str
@@ -90,6 +92,7 @@ class ConversionReport:
     discarded: int = 0
     discarded_from: str = ""
     resumed_nothing: bool = False
+    standalone_names: bool = False
 
     @property
     def images_per_second(self) -> float:
@@ -105,7 +108,7 @@ def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_s
     """The report as the scan of ``folder`` leaves it: what was ignored, empty or unreadable."""
     report = ConversionReport(folder.root, where, ignored=folder.ignored,
                               empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
-                              max_side=max_side)
+                              max_side=max_side, standalone_names=folder.standalone_names)
     if isinstance(folder, LabelledFolder):
         report.label_file, report.unlisted = folder.label_file, folder.unlisted
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")

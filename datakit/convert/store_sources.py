@@ -11,7 +11,8 @@ refused by name:
   an interrupted conversion, refused with the advice to finish it); a
   ``mongodb://`` URI naming the database is one unless ``index`` is given,
   its collection named by ``source_collection``;
-- ``"recipe_lmdb"`` (:mod:`datakit.convert.recipe_lmdb`): labels are in the store;
+- ``"recipe_lmdb"`` (:mod:`datakit.convert.recipe_lmdb`): labels are in the store,
+  or, for its bare pixel arrays, none (an unlabelled store), ``class_name`` or ``labels``;
 - ``"image_lmdb"`` (:mod:`datakit.convert.image_lmdb`): ``class_name`` or ``labels``;
 - ``"recipe_mongo"`` (:mod:`datakit.convert.recipe_mongo`): SRC a ``mongodb://``
   URI naming the database, with ``source_collection`` and ``index`` (the
@@ -40,7 +41,7 @@ STORE_KINDS = (DATAKIT, RECIPE, IMAGES, "recipe_mongo")
 
 _OPTIONS = {"class_name": Spelling("class_name=", "--class"), "index": Spelling("index=", "--index"),
             "source_collection": Spelling("source_collection=", "--source-collection")}
-_APPLIES = {DATAKIT: ("source_collection",), RECIPE: (), IMAGES: ("class_name",),
+_APPLIES = {DATAKIT: ("source_collection",), RECIPE: ("class_name",), IMAGES: ("class_name",),
             "recipe_mongo": ("index", "source_collection")}
 
 
@@ -49,7 +50,7 @@ class StoreChoice:
     """The options of an existing store's import (``None``: not given).
 
     Attributes:
-        class_name: the class of every image of an image LMDB.
+        class_name: the class of every image of an image LMDB, or of a recipe store of bare pixel arrays.
         index: the recipe's JSON index of a MongoDB collection (order and labels).
         source_collection: the MongoDB collection of a datakit store, or the recipe's.
     """
@@ -96,7 +97,7 @@ def scan_store(root: str, kind: str, choice: StoreChoice, label_file: LabelFile 
     if kind == DATAKIT:
         return _scan_datakit(root, choice)
     if kind == RECIPE:
-        return scan_recipe_lmdb(root)
+        return scan_recipe_lmdb(root, choice.class_name, label_file)
     if kind == IMAGES:
         return scan_image_lmdb(root, choice.class_name, label_file)
     if choice.source_collection is None or choice.index is None:
@@ -134,6 +135,6 @@ def _check_options(root: str, kind: str, choice: StoreChoice, label_file: LabelF
         if getattr(choice, name) is not None and name not in _APPLIES[kind]:
             raise SourceError.advising("{option} does not apply to {root} ({kind_name})", option=spelling,
                                        root=root, kind_name=kind)
-    if label_file is not None and kind != IMAGES:
+    if label_file is not None and kind not in (IMAGES, RECIPE):  # a recipe LMDB's scan checks its values
         raise SourceError(f"{root} ({kind}) holds its own labels; a label file (--labels) applies to "
-                          "image folders, datasets and LMDBs of encoded images")
+                          "image folders, datasets, LMDBs of encoded images and of bare pixel arrays")

@@ -87,7 +87,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             of copying it page by page as reference counts change). In a
             multi-label store (``manifest.label_kind == "multi"``) it is one
             ``(len(self), len(classes))`` uint8 array of multi-hot rows, and
-            each sample's label is its row (a uint8 vector).
+            each sample's label is its row (a uint8 vector). In an unlabelled
+            store (``manifest.label_kind == "none"``: no classes) every label
+            is -1, as torchvision's unlabelled splits give it.
         samples: ``(path, label)`` of every sample, as ``ImageFolder.samples``
             (the original file's path), read from the store on access: a
             read-only :class:`~datakit.datasets.paths.SamplePaths` sequence.

@@ -39,6 +39,7 @@ from datakit.stores.state import (
     StoredMeta,
     WriterIdentity,
     parse_progress,
+    stored_labels,
 )
 from datakit.stores.unfinished_append import AppendProgress, AppendRollback
 
@@ -300,8 +301,8 @@ class StoreWriter(AppendRollback, ABC):
             raise StoreError(f"{where} is not a datakit store ({meta.not_a_store}), so there is nothing to "
                              "resume; choose another destination")
         state = parse_progress(meta.progress, where)
-        state.sources, state.labels = self._read_records(state.stats.length, len(state.settings.classes),
-                                                         "conversion progress")
+        labels = stored_labels(state.settings.label_kind, len(state.settings.classes))
+        state.sources, state.labels = self._read_records(state.stats.length, labels, "conversion progress")
         self._conversion, self._resumed_at = state.settings, state.stats.length
         return state
 
@@ -332,8 +333,8 @@ class StoreWriter(AppendRollback, ABC):
             raise records_disagree(where, "append progress")
         count = manifest.length if interrupted is None else interrupted.stats.length
         classes = len(manifest.classes if interrupted is None else interrupted.settings.classes)
-        sources, labels = self._read_records(count, classes, "manifest" if interrupted is None else
-                                             "append progress")
+        sources, labels = self._read_records(count, stored_labels(manifest.label_kind, classes),
+                                             "manifest" if interrupted is None else "append progress")
         table = self._read_label_table()
         size = label_table_size(manifest)
         self._resumed_at = count  # records past it are a batch an interrupted append left
@@ -374,11 +375,12 @@ class StoreWriter(AppendRollback, ABC):
         store for writing, if it is one)."""
 
     @abstractmethod
-    def _read_records(self, count: int, classes: int, against: str) -> tuple[list[str], list[int]]:
+    def _read_records(self, count: int, labels: range, against: str) -> tuple[list[str], list[int]]:
         """The source path and label of records ``0 .. count - 1``.
 
         Raises:
-            StoreError: one is missing, or its label is not below ``classes``;
+            StoreError: one is missing, or its label is not in ``labels``
+                (:func:`~datakit.stores.state.stored_labels`);
                 the message says that the ``against`` (what gave ``count``)
                 disagrees with the stored records (:func:`~datakit.stores.refusals.records_disagree`).
         """

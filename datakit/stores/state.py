@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreError, option
-from datakit.manifest import Manifest, Stats, check_stats
+from datakit.manifest import LABEL_KINDS, NO_LABEL, Manifest, Stats, check_stats
 
 __all__ = [
     "PendingRecord",
@@ -28,6 +28,7 @@ __all__ = [
     "WriterIdentity",
     "StoredMeta",
     "stats_fit",
+    "stored_labels",
     "parse_progress",
     "progress_source",
     "unfinished_append",
@@ -65,7 +66,8 @@ class ConversionSettings:
         exif_transpose: whether images with an EXIF orientation are stored upright.
         max_side: the ``--max-side`` images are downscaled under (0: none).
         quality: the JPEG quality they are re-encoded at (0 without ``max_side``).
-        label_kind: ``"single"`` or ``"multi"`` (a multi-label ``--labels`` file).
+        label_kind: ``"single"``, ``"multi"`` (a multi-label ``--labels`` file) or
+            ``"none"`` (an unlabelled source: no classes, every label -1).
     """
 
     source: str
@@ -95,7 +97,7 @@ class ConversionSettings:
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
                 and all(isinstance(name, str) for name in classes) and isinstance(scan, str)
                 and isinstance(exif_transpose, bool) and type(max_side) is int and type(quality) is int
-                and label_kind in ("single", "multi")):
+                and label_kind in LABEL_KINDS):
             return None
         return cls(source, classes, kind, scan, exif_transpose, max_side, quality, label_kind)
 
@@ -202,12 +204,20 @@ def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
     ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
                     for bounds in (stats.width_range, stats.height_range))
     counts = stats.class_counts
-    if settings.label_kind == "multi":  # each record counts once per class it carries
+    if settings.label_kind == "none":  # no classes, nothing counted
+        adds_up = not settings.classes
+    elif settings.label_kind == "multi":  # each record counts once per class it carries
         adds_up = all(count <= stats.length for count in counts) and sum(counts) >= stats.length
     else:
         adds_up = sum(counts) == stats.length
     return (len(counts) == len(settings.classes) and stats.length >= 0
             and all(count >= 0 for count in counts) and adds_up and ranges_ok)
+
+
+def stored_labels(label_kind: str, classes: int) -> range:
+    """The labels a store's records may carry: its class indices, or in an unlabelled store
+    (``label_kind`` ``"none"``) :data:`~datakit.manifest.NO_LABEL` alone."""
+    return range(NO_LABEL, NO_LABEL + 1) if label_kind == "none" else range(classes)
 
 
 def parse_progress(data: object, where: str, what: str = "conversion progress") -> CommittedState:

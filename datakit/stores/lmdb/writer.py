@@ -131,12 +131,12 @@ class LMDBWriter(StoreWriter):
         return StoredMeta(None if manifest is None else bytes(manifest), load_progress(progress),
                           FOREIGN if foreign else "")
 
-    def _read_records(self, count: int, classes: int, against: str) -> tuple[list[str], list[int]]:
+    def _read_records(self, count: int, labels: range, against: str) -> tuple[list[str], list[int]]:
         # Records 0 .. count - 1 never change once committed: this read agrees with the
         # progress read before it even while another process commits more.
         with self._require_env().begin() as txn:
             entries = source_entries(txn, 0, count, self.spec.path)
-        if len(entries) != count or not all(0 <= label < classes for label, _ in entries):
+        if len(entries) != count or not all(label in labels for label, _ in entries):
             raise records_disagree(self.spec.path, against)
         return [source for _, source in entries], [label for label, _ in entries]
 

@@ -163,24 +163,24 @@ class MongoWriter(StoreWriter):
     def _read_label_table(self) -> bytes | None:
         return self._sidecar.label_table()
 
-    def _read_records(self, count: int, classes: int, against: str) -> tuple[list[str], list[int]]:
+    def _read_records(self, count: int, labels: range, against: str) -> tuple[list[str], list[int]]:
         documents = self._connection.call(
             lambda: list(self._samples().find({"_id": {"$lt": count}}, {"source": 1, "label": 1})))
         sources: list[str | None] = [None] * count
-        labels = [0] * count
+        found = [0] * count
         for document in documents:
             index, label = document["_id"], document.get("label")
             if not (_is_int(index) and 0 <= index < count):
                 continue  # not a sample datakit wrote; the count check below catches the gap
-            if not (_is_int(label) and 0 <= label < classes):
+            if not (_is_int(label) and label in labels):
                 raise StoreError.advising("{where}: sample {key!r} has no valid label ({label!r}); "
                                           "reconvert with {overwrite}", where=self._where,
                                           key=record_key(index), label=label, overwrite=option("overwrite"))
             sources[index] = decode_source(document.get("source"))
-            labels[index] = label
+            found[index] = label
         if len(documents) != count or any(source is None for source in sources):
             raise records_disagree(self._where, against)
-        return [source for source in sources if source is not None], labels
+        return [source for source in sources if source is not None], found
 
     def _discard_uncommitted_once(self) -> None:
         """Delete what a batch interrupted after the last commit left behind, once, before
