@@ -392,6 +392,10 @@ def test_label_files(label_file_child: LabelFileChild, tmp_path_factory: pytest.
     if outcome != "parsed":
         STATS[f"label files: {outcome}"] += 1
     event(outcome.split(":")[0])
+
+
+@FUZZ
+@given(data=st.data())
 def test_pickled_recipe_values(pickle_judge: PickleJudge, data: st.DataObject) -> None:
     """A real recipe pickle mutated at the opcode level, or a new hostile value pickled: the allow-list
     unpickler answers with plain data and numeric arrays over the pickle's own bytes, or refuses it;
