@@ -33,6 +33,7 @@ __all__ = [
     "IncompleteStoreError",
     "IncompatibleStoreError",
     "CorruptRecordError",
+    "StoreReplacedError",
     "StoreUnavailableError",
     "StoreBusyError",
     "ErrorBudgetExhausted",
@@ -173,6 +174,12 @@ class CorruptRecordError(StoreError):
     def __reduce__(self) -> tuple[type[CorruptRecordError], tuple[str, str]]:
         # Keeps the (key, reason) signature when the error crosses a process boundary.
         return (type(self), (self.key, self.reason))
+
+
+class StoreReplacedError(StoreError):
+    """The store a dataset or reader was opened on was replaced since (``datakit convert
+    --overwrite``): its records and its manifest are no longer the ones it holds, so
+    none is read under the old manifest; create the dataset again."""
 
 
 class ErrorBudgetExhausted(StoreError):

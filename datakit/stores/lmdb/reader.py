@@ -131,4 +131,4 @@ class LMDBReader(StoreReader):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            environments.release(self.spec.path)
+            environments.release(self._env)

@@ -104,7 +104,7 @@ class LMDBWriter(StoreWriter):
             with env.begin() as txn:
                 return question(txn)
         finally:
-            environments.release(self.spec.path)
+            environments.release(env)
 
     def _remove_store(self) -> None:
         for name in DATA_FILES:
