@@ -20,6 +20,7 @@ from PIL import Image, ImageDraw
 from datakit.convert.foreign_summary import foreign_summary
 from datakit.decode import record_to_array, record_to_pil
 from datakit.errors import (
+    CorruptStoreError,
     DatakitError,
     IncompleteStoreError,
     StoreError,
@@ -115,8 +116,8 @@ def inspect(
         if skipped:
             summary.update(skipped_files=None, skipped_files_omitted=0)
         return summary
-    except StoreReplacedError:
-        raise  # a datakit store, replaced while it was opened: nobody else's layout
+    except (CorruptStoreError, StoreReplacedError):
+        raise  # a datakit store, damaged or replaced while opened: nobody else's layout
     except StoreError:
         found = foreign_summary(spec)
         if found is None:
