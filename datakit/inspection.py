@@ -19,7 +19,13 @@ from PIL import Image, ImageDraw
 
 from datakit.convert.foreign_summary import foreign_summary
 from datakit.decode import record_to_array, record_to_pil
-from datakit.errors import DatakitError, IncompleteStoreError, StoreError
+from datakit.errors import (
+    CorruptStoreError,
+    DatakitError,
+    IncompleteStoreError,
+    StoreError,
+    StoreReplacedError,
+)
 from datakit.manifest import Manifest, Stats, record_key
 from datakit.record_checks import check_record
 from datakit.records import decode_record
@@ -73,7 +79,9 @@ def inspect(
         A JSON-serialisable dict: ``backend``, ``path``, ``length``,
         ``classes``, ``class_counts``, ``total_bytes``, ``mean_bytes``,
         ``payload_kind``, ``image_formats``, ``width_range``, ``height_range``,
-        ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
+        ``format_version``, ``complete``, ``skipped``, ``created``, ``store_id``
+        (a new one for each conversion, kept by appends; ``None`` for an
+        incomplete store and one written before store ids), ``source``,
         ``source_kind`` (``"folder"``, ``"huggingface"``, ``"webdataset"``; ``None``
         for an incomplete store), ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
         of images with an EXIF orientation, and with 16-bit or float pixels),
@@ -117,6 +125,8 @@ def inspect(
         if skipped:
             summary.update(skipped_files=None, skipped_files_omitted=0)
         return summary
+    except (CorruptStoreError, StoreReplacedError):
+        raise  # a datakit store, damaged or replaced while opened: nobody else's layout
     except StoreError:
         found = foreign_summary(spec)
         if found is None:
@@ -170,6 +180,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         complete=True,
         skipped=manifest.skipped,
         created=manifest.created,
+        store_id=manifest.store_id or None,
         source=manifest.source,
         source_kind=manifest.source_kind,
         datakit_version=manifest.datakit_version,
@@ -198,7 +209,7 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary = spec.summary_fields()
     summary.update(_stats_fields(state.settings.classes, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
-                   skipped=None, created=None, source=state.settings.source, source_kind=None,
+                   skipped=None, created=None, store_id=None, source=state.settings.source, source_kind=None,
                    datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind,

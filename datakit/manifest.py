@@ -13,6 +13,7 @@ scheme instead of enumerating it.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
@@ -29,8 +30,8 @@ from datakit.manifest_bounds import (
 from datakit.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION, PayloadKind, check_format_version
 from datakit.version import __version__
 
-__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "LABEL_KINDS", "NO_LABEL", "record_key", "Stats", "Manifest",
-           "check_stats", "source_spans"]
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "LABEL_KINDS", "NO_LABEL", "record_key", "new_store_id",
+           "Stats", "Manifest", "check_stats", "source_spans"]
 
 KEY_DIGITS = 10
 """Record keys are the sample index, zero-padded to this many digits."""
@@ -48,6 +49,15 @@ splits give it (STL10's ``unlabeled``); never a label in any other store."""
 _ADDED_FIELDS = frozenset({"skipped_files", "skipped_files_omitted"})
 """Fields added after format version 1 without a version bump: a manifest written before
 them has none and reads as having an empty list (older datakits ignore them)."""
+
+_ABSENT: dict[str, Any] = {"store_id": ""}
+"""What a field added later reads as in a manifest written before it, where that is not the
+field's default: a new manifest draws a fresh store id, an old store has none."""
+
+
+def new_store_id() -> str:
+    """A fresh, random store id: 32 hex digits (:attr:`Manifest.store_id`)."""
+    return uuid.uuid4().hex
 
 
 def record_key(index: int) -> str:
@@ -151,6 +161,10 @@ class Manifest:
         source_kind: what ``source`` is: ``"folder"`` (image files; every store
             written before this field), ``"huggingface"`` (a ``datasets`` dataset
             on disk) or ``"webdataset"`` (tar shards). Appends come from the same kind.
+        store_id: drawn at random for each conversion and kept by its appends, so
+            that a dataset can tell the store it was built on from one that
+            replaced it at the same location (``--overwrite``); ``""`` in a store
+            written before this field.
     """
 
     classes: list[str]
@@ -173,6 +187,7 @@ class Manifest:
     appends: list[dict[str, Any]] = field(default_factory=list)
     class_order: str = "text"
     source_kind: str = "folder"
+    store_id: str = field(default_factory=new_store_id)
 
     @property
     def multi_label(self) -> bool:
@@ -229,6 +244,8 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
         raise StoreError(f"{where}: unknown class order {manifest.class_order!r} in the manifest")
     if len(manifest.source_kind) > 40 or not manifest.source_kind.isidentifier():
         raise StoreError(f"{where}: malformed source kind {manifest.source_kind[:40]!r} in the manifest")
+    if len(manifest.store_id) > 64 or (manifest.store_id and not manifest.store_id.isalnum()):
+        raise StoreError(f"{where}: malformed store id {manifest.store_id[:64]!r} in the manifest")
     if manifest.multi_label and manifest.format_version < MULTI_LABEL_VERSION:
         raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
                          f"or later, not {manifest.format_version}")
@@ -306,7 +323,7 @@ _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[in
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
                           "quality", "label_file", "unlisted", "label_kind", "appends",
-                          "class_order", "source_kind"})
+                          "class_order", "source_kind", "store_id"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")
@@ -322,6 +339,8 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
             continue  # written before the field existed: its default
         if f.name not in data:
             if f.name in _ADDED_LATER:  # a store written before the field existed
+                if f.name in _ABSENT:
+                    values[f.name] = _ABSENT[f.name]
                 continue
             raise StoreError(f"{where}: the manifest has no {f.name!r} field")
         value: Any = data[f.name]

@@ -31,6 +31,7 @@ from datakit.convert.recipe_values import framed_image, is_pixel_array, load_val
 from datakit.convert.safe_unpickle import RefusedPickle, safe_loads
 from datakit.convert.source import SourceEntry
 from datakit.errors import SourceError
+from datakit.stores.lmdb.damage import reporting_damage
 
 __all__ = ["RECIPE", "IMAGES", "UNKNOWN", "ForeignLMDB", "LMDBValues", "open_foreign", "open_source",
            "classify_lmdb", "image_format", "recipe_keys", "data_file", "SAMPLE_KEYS", "MAX_KEY_BYTES",
@@ -117,7 +118,11 @@ def open_source(path: str) -> lmdb.Environment:
 
 
 def classify_lmdb(path: str) -> ForeignLMDB | None:
-    """What the LMDB at ``path`` is, or ``None`` when it is no LMDB, an empty one, or a datakit store."""
+    """What the LMDB at ``path`` is, or ``None`` when it is no LMDB, an empty one, or a datakit store.
+
+    Raises:
+        CorruptStoreError: LMDB fails reading it (damaged pages).
+    """
     path = os.path.abspath(path)
     if not os.path.isfile(data_file(path)):
         return None
@@ -126,7 +131,7 @@ def classify_lmdb(path: str) -> ForeignLMDB | None:
     except lmdb.Error:
         return None
     try:
-        with env.begin(buffers=True) as txn:
+        with reporting_damage(path, "its entries"), env.begin(buffers=True) as txn:
             if any(txn.get(key) is not None for key in _DATAKIT_KEYS):
                 return None
             if txn.get(b"__keys__") is not None:

@@ -126,7 +126,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             self.targets: np.ndarray = reader.labels()
         self.classes: list[str] = list(self.manifest.classes)
         self.class_to_idx: dict[str, int] = {name: label for label, name in enumerate(self.classes)}
-        self._reading = RecordReading(self.spec, self.manifest.length)
+        self._reading = RecordReading(self.spec, self.manifest)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 
     def __len__(self) -> int:

@@ -256,7 +256,7 @@ class MongoWriter(StoreWriter):
         self._sidecar.delete_many({"kind": "labels", "part": {"$gte": count}})
         self._sidecar.put({"_id": manifest_id(collection), "collection": collection, "kind": "manifest",
                            "manifest": manifest.to_json().decode("utf-8"), "length": manifest.length,
-                           "keys": manifest.keys})
+                           "keys": manifest.keys, "store_id": manifest.store_id})
         self._sidecar.delete(progress_id(collection))
 
     def close(self) -> None:
