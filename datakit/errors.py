@@ -33,6 +33,8 @@ __all__ = [
     "IncompleteStoreError",
     "IncompatibleStoreError",
     "CorruptRecordError",
+    "CorruptStoreError",
+    "StoreReplacedError",
     "StoreUnavailableError",
     "StoreBusyError",
     "ErrorBudgetExhausted",
@@ -173,6 +175,20 @@ class CorruptRecordError(StoreError):
     def __reduce__(self) -> tuple[type[CorruptRecordError], tuple[str, str]]:
         # Keeps the (key, reason) signature when the error crosses a process boundary.
         return (type(self), (self.key, self.reason))
+
+
+class CorruptStoreError(StoreError):
+    """The store's files are damaged below the records: the storage engine cannot read
+    them (a B-tree page of an LMDB ``data.mdb`` is missing or garbled). Unlike a
+    :class:`CorruptRecordError`, ``on_error="skip"`` does not skip it: no record
+    checksum can say how much of the store is lost. The message names the store and,
+    where a read asked for one, the key."""
+
+
+class StoreReplacedError(StoreError):
+    """The store a dataset or reader was opened on was replaced since (``datakit convert
+    --overwrite``): its records and its manifest are no longer the ones it holds, so
+    none is read under the old manifest; create the dataset again."""
 
 
 class ErrorBudgetExhausted(StoreError):

@@ -23,7 +23,7 @@ from PIL import Image
 import datakit
 from datakit.cli import cli
 from datakit.conversion.sources.folder import scan_folder
-from datakit.errors import ConversionError, InvalidLocationError, StoreError
+from datakit.errors import ConversionError, InvalidLocationError, SourceError, StoreError
 from tests.conftest import CLASSES, PER_CLASS
 from tests.helpers import kill_conversion_at, permissions_apply, run_obeying_permissions, stored_sources
 
@@ -374,3 +374,28 @@ def test_skipped_files_of_an_interrupted_store_are_not_known_yet(fresh_folder, t
     kill_conversion_at(fresh_folder, tmp_path / "s", stop_at=7, workers=1)
     result = run("inspect", tmp_path / "s", "--skipped")
     assert result.exit_code == 3 and "not known until the conversion finishes" in result.output
+
+
+# Sources datakit cannot read: each is named, with what to do
+
+
+@pytest.mark.parametrize("suffix, tool", [(".tar.gz", "gunzip"), (".tgz", "gunzip"), (".tar.zst", "zstd -d")])
+def test_compressed_shards_are_named_with_the_command_that_decompresses_them(image_folder, tmp_path, suffix,
+                                                                              tool):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for number in range(2):
+        (shards / f"train-{number:03d}{suffix}").write_bytes(b"\x1f\x8b\x08\x00 compressed")
+    for src in (shards, shards / f"train-000{suffix}"):
+        result = run("convert", src, tmp_path / "s")
+        line = one_line_error(result.output)
+        assert result.exit_code == 1 and "compressed tar shard" in line, result.output
+        assert f"train-000{suffix}" in line and "uncompressed .tar" in line and tool in line, line
+        assert "no images found" not in line and "expected class folders" not in line, line
+        with pytest.raises(SourceError, match="uncompressed .tar"):
+            datakit.convert(src, tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+    (shards / "cat").mkdir()  # class folders beside a stray archive: an image folder, as before
+    shutil.copy(next((image_folder / "cat").iterdir()), shards / "cat" / "a.jpg")
+    report = datakit.convert(shards, tmp_path / "folder.lmdb", workers=1)
+    assert report.total == 1 and f"train-000{suffix}" in report.ignored

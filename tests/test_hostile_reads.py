@@ -95,6 +95,7 @@ HOSTILE_NUMBERS = [
     ("stats.exif_oriented", -1), ("stats.high_bit_depth", 25), ("stats.downscaled", -1),
     ("skipped", -1), ("max_side", -1), ("quality", 1000), ("quality", -1),
     ("appends", [{"when": "", "added": -5, "source": "", "label_file": ""}]),
+    ("appends", [{"when": "", "added": 20, "source": "", "label_file": ""}] * 2),  # more than the store
     ("length", 25), ("length", -24),
 ]
 

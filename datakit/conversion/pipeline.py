@@ -38,6 +38,7 @@ from datakit.conversion.numbering import COMMIT_RECORDS, ProgressCallback, batch
 from datakit.conversion.reading import read_pending, too_many_readers
 from datakit.conversion.report import ConversionReport, checked, scanned_report
 from datakit.conversion.run import start_run
+from datakit.conversion.sources.datakit_store import StoreFolder, check_not_the_source, kept_settings
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.foreign.layouts import StoreChoice
 from datakit.conversion.sources.labelfile import LabelledFolder
@@ -69,6 +70,7 @@ def convert(
     quality: int = DEFAULT_QUALITY,
     labels: str | os.PathLike[str] | None = None,
     append: bool = False,
+    discard_unfinished: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = COMMIT_RECORDS,
     source_kind: str | None = None,
@@ -103,8 +105,10 @@ def convert(
         verify: decode every image fully, not only its header (JPEGs cut short are skipped either way).
         format: ``"encoded"`` keeps each file's bytes untouched; ``"raw"``
             stores decoded RGB pixels, which cost more space and no decoding.
-        resume: continue an interrupted conversion of ``src`` into ``dest``
-            (starts a new one when ``dest`` does not exist).
+        resume: continue an interrupted conversion of ``src`` into ``dest``.
+            With nothing at ``dest`` (a conversion killed before it wrote
+            anything, or a mistyped ``dest``) a new one is converted, and the
+            report's ``resumed_nothing`` says so.
         overwrite: replace a store already at ``dest``.
         strict: raise :class:`ConversionError` after finishing when any file
             was skipped.
@@ -135,30 +139,42 @@ def convert(
             classes go at the end of ``classes``. The store keeps its own
             ``format``, ``exif_transpose``, ``max_side`` and ``quality``, and
             its labels' origin: class folders, or a label file (``labels``).
-            Crash-safe: ``append`` (or ``resume``) again finishes an
-            interrupted append (:mod:`datakit.conversion.appending`).
+            Crash-safe: ``append`` (or ``resume``) again from the same source
+            finishes an interrupted append (:mod:`datakit.conversion.appending`);
+            an append from another source is refused until it is finished or
+            discarded (``discard_unfinished``). Each record's source path is
+            under the source it came from (``dataset.source_path``).
+        discard_unfinished: with ``append``, first roll back an unfinished
+            append into ``dest`` (whatever its source): its records after the
+            manifest's are deleted, which readers never saw.
         progress: called as ``progress(done, total)`` while converting.
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
             cost more syncs.
         source_kind: what ``src`` is, when what it holds is ambiguous:
-            ``"folder"``, ``"huggingface"``, ``"webdataset"``, ``"recipe_lmdb"``,
-            ``"image_lmdb"`` or ``"recipe_mongo"``; detected by default.
+            ``"folder"``, ``"huggingface"``, ``"webdataset"``, ``"datakit"``,
+            ``"recipe_lmdb"``, ``"image_lmdb"`` or ``"recipe_mongo"``; detected by default.
         image_column: a Hugging Face dataset's ``Image`` column (default ``"image"``).
         label_column: a Hugging Face dataset's label column, or the key of a
             WebDataset sample's ``.json`` label (default ``"label"``; a
             ``.cls`` member comes first). Not with ``labels``.
-        class_name: the class of every image of an LMDB of encoded images
-            (not with ``labels``, which then names the LMDB's keys).
+        class_name: the class of every image of an LMDB of encoded images, or
+            of the pickle recipe's LMDB of bare pixel arrays, which is
+            otherwise an unlabelled store (every label -1); not with
+            ``labels``, which then names the LMDB's keys.
         index: the pickle recipe's JSON index (``path_list``, ``label_list``)
             of the MongoDB collection ``source_collection``, when ``src`` is
             that server's ``mongodb://`` URI (naming the database).
-        source_collection: the recipe's collection of ``{img_name, bson_img}`` documents.
+        source_collection: the collection of the datakit store to copy, when ``src`` is its
+            server's ``mongodb://`` URI (naming the database); with ``index``, the recipe's
+            collection of ``{img_name, bson_img}`` documents.
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
     allow-list only, never run (:mod:`datakit.conversion.sources.foreign.layouts`); pixel
-    arrays are stored as raw records whatever ``format`` says.
+    arrays are stored as raw records whatever ``format`` says. A datakit store
+    is copied (:mod:`datakit.conversion.sources.datakit_store`): every record checked, its
+    class, label and source path kept; raw records stay raw.
 
     Returns:
         A :class:`ConversionReport`.
@@ -177,30 +193,33 @@ def convert(
         InvalidLocationError: ``dest`` is inside ``src``, a URI of a scheme
             datakit does not support, or one missing its colon (``mongodb//host``).
         StoreNotFoundError: ``append`` without a store at ``dest``.
+        ValueError: contradictory options (``resume`` or ``append`` with
+            ``overwrite``, ``discard_unfinished`` without ``append``), or a count out of range.
         DestinationExistsError: ``dest`` exists and neither ``resume`` nor
             ``overwrite`` was given.
         ConversionError: with ``strict``, when files or folders were skipped;
-            when a resumed store was converted with other settings; or when an
-            append's labels come from elsewhere than the store's.
+            when a resumed store was converted with other settings; when an
+            append's labels come from elsewhere than the store's; or when an
+            unfinished append into it came from another source.
     """
-    _check_arguments(resume=resume, overwrite=overwrite, append=append, format=format,
-                     commit_every=commit_every, workers=workers, max_pixels=max_pixels, max_side=max_side,
-                     quality=quality)
-    started = time.perf_counter()
-    given = os.fspath(src)
+    modes = {"resume": resume, "overwrite": overwrite, "append": append,
+             "discard_unfinished": discard_unfinished}
+    _check_arguments(modes, format=format, commit_every=commit_every, workers=workers, max_pixels=max_pixels,
+                     max_side=max_side, quality=quality)
+    started, given = time.perf_counter(), os.fspath(src)
     root = given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
-    if not is_mongodb_uri(root):
-        check_outside_source(root, spec)
+    _check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
     choice = SourceChoice(source_kind, image_column, label_column, store)
     folder, rules = scan_source(root, labels, extensions, choice)
+    check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
-    report = scanned_report(folder, spec.describe(), exif_transpose, max_side or 0)
+    report = scanned_report(folder, spec.describe(), wanted.exif_transpose, wanted.max_side)
     with spec.open_writer() as writer:
-        run = start_run(writer, folder, wanted, report, resume=resume, overwrite=overwrite, append=append)
+        run = start_run(writer, folder, wanted, report, **modes)
         if run is None:  # a resumed store complete already, or an append with nothing new
             return _finished(report, started)
         # read + verify in the reader pool, number, write in batches, and the manifest last
@@ -216,13 +235,16 @@ def convert(
     return checked(_finished(report, started), strict)
 
 
-def _check_arguments(*, resume: bool, overwrite: bool, append: bool, format: str, commit_every: int,
-                     workers: int | None, max_pixels: int, max_side: int | None, quality: int) -> None:
-    """Refuse arguments :func:`convert` cannot work with, naming them (``ValueError``)."""
-    if resume and overwrite:
+def _check_arguments(modes: dict[str, bool], *, format: str, commit_every: int, workers: int | None,
+                     max_pixels: int, max_side: int | None, quality: int) -> None:
+    """Refuse arguments :func:`convert` cannot work with, naming them (``ValueError``);
+    ``modes`` are the flags that say what to do with the destination (``resume=``, ...)."""
+    if modes["resume"] and modes["overwrite"]:
         raise ValueError("resume and overwrite exclude each other: choose one")
-    if append and overwrite:
+    if modes["append"] and modes["overwrite"]:
         raise ValueError("append and overwrite exclude each other: choose one")
+    if modes["discard_unfinished"] and not modes["append"]:
+        raise ValueError("discard_unfinished=True applies to an append: pass append=True with it")
     if format not in ("encoded", "raw"):
         raise ValueError(f"format must be 'encoded' or 'raw', not {format!r}")
     counts = {"commit_every": commit_every, "workers": workers, "max_pixels": max_pixels,
@@ -234,13 +256,23 @@ def _check_arguments(*, resume: bool, overwrite: bool, append: bool, format: str
         raise ValueError(f"quality must be between 1 and 100, not {quality}")
 
 
+def _check_outside_source(root: str, spec: StoreSpec) -> None:
+    """Refuse a destination in the source folder, or a store copied into itself (saying so)."""
+    if not is_mongodb_uri(root):
+        check_not_the_source(root, spec)
+        check_outside_source(root, spec)
+
+
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,
                      max_side: int | None, quality: int) -> ConversionSettings:
-    """The settings this conversion asks for (a resumed store must have been started with them)."""
-    multi = isinstance(folder, LabelledFolder) and folder.multi_label
+    """The settings this conversion asks for (a resumed store must have been started with them);
+    a copied store's own image settings where none are asked for."""
+    exif_transpose, max_side, quality = kept_settings(folder, exif_transpose, max_side, quality)
+    multi = isinstance(folder, (LabelledFolder, StoreFolder)) and folder.multi_label
     payload = folder.payload_kind or format
+    label_kind = "none" if folder.unlabelled else "multi" if multi else "single"
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
-                              quality if max_side else 0, "multi" if multi else "single")
+                              quality if max_side else 0, label_kind)
 
 
 def _hidden_class_warning(folder: SourceFolder, name: str) -> str:

@@ -56,6 +56,16 @@ class ConversionReport:
             name (not converted).
         appended_to: with ``append``, the records the store held before the
             append began (``None`` for a conversion).
+        held_elsewhere: with ``append``, images of the source not appended
+            because the store holds a record with their relative path from
+            another folder (appends match images by relative path).
+        discarded: records of an unfinished append that ``discard_unfinished``
+            rolled back before this append began (0: none).
+        discarded_from: the source of that unfinished append (``""``: none).
+        resumed_nothing: ``resume`` found no store at the destination and
+            converted a new one (as after a conversion killed before it wrote anything).
+        standalone_names: the paths of ``skipped``, ``unlisted`` and ``ignored`` are
+            entry names of an existing store (``old.lmdb/42``), not paths under ``source``.
     """
 
     source: str
@@ -78,6 +88,11 @@ class ConversionReport:
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
     appended_to: int | None = None
+    held_elsewhere: list[str] = field(default_factory=list)
+    discarded: int = 0
+    discarded_from: str = ""
+    resumed_nothing: bool = False
+    standalone_names: bool = False
 
     @property
     def images_per_second(self) -> float:
@@ -93,7 +108,7 @@ def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_s
     """The report as the scan of ``folder`` leaves it: what was ignored, empty or unreadable."""
     report = ConversionReport(folder.root, where, ignored=folder.ignored,
                               empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
-                              max_side=max_side)
+                              max_side=max_side, standalone_names=folder.standalone_names)
     if isinstance(folder, LabelledFolder):
         report.label_file, report.unlisted = folder.label_file, folder.unlisted
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")

@@ -41,7 +41,7 @@ from datakit.datasets.samples import (
     record_label,
 )
 from datakit.errors import CorruptRecordError
-from datakit.format.manifest import Manifest
+from datakit.format.manifest import Manifest, source_spans
 from datakit.loader.transport.collate import default_collate
 from datakit.loader.workers.batch_contract import BatchSteps
 from datakit.stores import resolve_store
@@ -87,7 +87,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             of copying it page by page as reference counts change). In a
             multi-label store (``manifest.label_kind == "multi"``) it is one
             ``(len(self), len(classes))`` uint8 array of multi-hot rows, and
-            each sample's label is its row (a uint8 vector).
+            each sample's label is its row (a uint8 vector). In an unlabelled
+            store (``manifest.label_kind == "none"``: no classes) every label
+            is -1, as torchvision's unlabelled splits give it.
         samples: ``(path, label)`` of every sample, as ``ImageFolder.samples``
             (the original file's path), read from the store on access: a
             read-only :class:`~datakit.datasets.paths.SamplePaths` sequence.
@@ -124,7 +126,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             self.targets: np.ndarray = reader.labels()
         self.classes: list[str] = list(self.manifest.classes)
         self.class_to_idx: dict[str, int] = {name: label for label, name in enumerate(self.classes)}
-        self._reading = RecordReading(self.spec, self.manifest.length)
+        self._reading = RecordReading(self.spec, self.manifest)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 
     def __len__(self) -> int:
@@ -142,7 +144,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def _path_lookup(self) -> PathLookup:
         if self._paths is None:
-            self._paths = PathLookup(self._read_source_paths, self.manifest.source, self.targets,
+            self._paths = PathLookup(self._read_source_paths, source_spans(self.manifest), self.targets,
                                      self.spec.describe())
         return self._paths
 
@@ -154,7 +156,8 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
     imgs = samples
 
     def source_path(self, index: int) -> str:
-        """The path of the file sample ``index`` was converted from (under the manifest's ``source``)."""
+        """The path of the file sample ``index`` was converted from (under the ``source`` of the
+        conversion or append that stored it)."""
         return self.samples[index][0]
 
     def index_of(self, path: str | os.PathLike[str]) -> int:

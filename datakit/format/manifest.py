@@ -13,10 +13,10 @@ scheme instead of enumerating it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
+import uuid
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -35,10 +35,11 @@ from datakit.format.records import (
     Record,
     check_format_version,
 )
+from datakit.format.typed_json import build_checked
 from datakit.version import __version__
 
-__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats",
-           "check_record"]
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "LABEL_KINDS", "NO_LABEL", "record_key", "new_store_id",
+           "Stats", "Manifest", "check_stats", "source_spans", "check_record"]
 
 KEY_DIGITS = 10
 """Record keys are the sample index, zero-padded to this many digits."""
@@ -46,9 +47,22 @@ KEY_DIGITS = 10
 KEPT_SKIPPED_FILES = 1000
 """At most this many skipped and ignored files are listed in a manifest (the rest are counted)."""
 
-_ADDED_FIELDS = frozenset({"skipped_files", "skipped_files_omitted"})
-"""Fields added after format version 1 without a version bump: a manifest written before
-them has none and reads as having an empty list (older datakits ignore them)."""
+LABEL_KINDS = ("single", "multi", "none")
+"""A manifest's ``label_kind``s: one class per record, several, or none (an unlabelled store)."""
+
+NO_LABEL = -1
+"""Every record's label in an unlabelled store (``label_kind: "none"``), as torchvision's unlabelled
+splits give it (STL10's ``unlabeled``); never a label in any other store."""
+
+
+_ABSENT: dict[str, Any] = {"store_id": ""}
+"""What a field added later reads as in a manifest written before it, where that is not the
+field's default: a new manifest draws a fresh store id, an old store has none."""
+
+
+def new_store_id() -> str:
+    """A fresh, random store id: 32 hex digits (:attr:`Manifest.store_id`)."""
+    return uuid.uuid4().hex
 
 
 def record_key(index: int) -> str:
@@ -81,13 +95,15 @@ class Stats:
             height: int, *, oriented: bool = False, high_bit_depth: bool = False,
             downscaled: bool = False) -> None:
         """Account for one written record; ``label`` is a tuple of classes in a multi-label store,
-        each of which is counted (the counts then add up to more than the length)."""
+        each of which is counted (the counts then add up to more than the length), and
+        :data:`NO_LABEL` in an unlabelled store, which has no classes to count."""
         self.exif_oriented += oriented
         self.high_bit_depth += high_bit_depth
         self.downscaled += downscaled
         self.length += 1
         for each in (label if isinstance(label, tuple) else (label,)):
-            self.class_counts[each] += 1
+            if each != NO_LABEL:
+                self.class_counts[each] += 1
         self.total_bytes += payload_bytes
         self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
         self.width_range = _widen(self.width_range, width)
@@ -98,7 +114,7 @@ class Stats:
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Stats:
-        return _build(cls, data, where)
+        return build_checked(cls, data, where, _ADDED_LATER)
 
 
 def _widen(bounds: list[int], value: int) -> list[int]:
@@ -137,9 +153,11 @@ class Manifest:
             were not converted; 0 without a label file.
         appends: one entry per ``datakit convert --append`` that grew the store:
             ``{"when": ISO time, "added": records, "source": folder, "label_file": path or ""}``.
-        label_kind: ``"single"`` (a class index per record) or ``"multi"`` (a
+        label_kind: ``"single"`` (a class index per record), ``"multi"`` (a
             multi-hot uint8 vector per record; ``class_counts`` then count the
-            records carrying each class).
+            records carrying each class) or ``"none"`` (an unlabelled store: no
+            classes, every label :data:`NO_LABEL`; a datakit older than this
+            kind refuses the store as of an unknown label kind).
         class_order: how ``classes`` were sorted: ``"text"`` (folder names, as
             ``ImageFolder`` sorts them; and every store written before this
             field), or ``"numeric"`` (a label file whose labels are all
@@ -148,6 +166,10 @@ class Manifest:
         source_kind: what ``source`` is: ``"folder"`` (image files; every store
             written before this field), ``"huggingface"`` (a ``datasets`` dataset
             on disk) or ``"webdataset"`` (tar shards). Appends come from the same kind.
+        store_id: drawn at random for each conversion and kept by its appends, so
+            that a dataset can tell the store it was built on from one that
+            replaced it at the same location (``--overwrite``); ``""`` in a store
+            written before this field.
     """
 
     classes: list[str]
@@ -170,10 +192,15 @@ class Manifest:
     appends: list[dict[str, Any]] = field(default_factory=list)
     class_order: str = "text"
     source_kind: str = "folder"
+    store_id: str = field(default_factory=new_store_id)
 
     @property
     def multi_label(self) -> bool:
         return self.label_kind == "multi"
+
+    @property
+    def unlabelled(self) -> bool:
+        return self.label_kind == "none"
 
     @property
     def length(self) -> int:
@@ -201,7 +228,7 @@ class Manifest:
         check_format_version(version, where)
         redundant = data.pop("length", None)
         data["stats"] = Stats.from_dict(data.get("stats"), where)
-        manifest = _build(cls, data, where)
+        manifest = build_checked(cls, data, where, _ADDED_LATER)
         if redundant is not None and (type(redundant) is not int or redundant != manifest.length):
             raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
                              f"is {manifest.length}")
@@ -211,22 +238,32 @@ class Manifest:
 
 
 def _check_consistent(manifest: Manifest, where: str) -> None:
+    if not all(type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
+               and type(item.get("source")) is str and type(item.get("label_file")) is str
+               for item in manifest.appends):
+        raise StoreError(f"{where}: manifest field 'appends' should be append records")
     if manifest.payload_kind not in {kind.label for kind in PayloadKind}:
         raise StoreError(f"{where}: unknown payload kind {manifest.payload_kind!r} in the manifest")
     if len(manifest.stats.class_counts) != len(manifest.classes):
         raise StoreError(f"{where}: the manifest lists {len(manifest.classes)} classes but "
                          f"{len(manifest.stats.class_counts)} class counts")
-    if manifest.label_kind not in ("single", "multi"):
+    if manifest.label_kind not in LABEL_KINDS:
         raise StoreError(f"{where}: unknown label kind {manifest.label_kind!r} in the manifest")
     if manifest.class_order not in ("text", "numeric"):
         raise StoreError(f"{where}: unknown class order {manifest.class_order!r} in the manifest")
     if len(manifest.source_kind) > 40 or not manifest.source_kind.isidentifier():
         raise StoreError(f"{where}: malformed source kind {manifest.source_kind[:40]!r} in the manifest")
+    if len(manifest.store_id) > 64 or (manifest.store_id and not manifest.store_id.isalnum()):
+        raise StoreError(f"{where}: malformed store id {manifest.store_id[:64]!r} in the manifest")
     if manifest.multi_label and manifest.format_version < MULTI_LABEL_VERSION:
         raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
                          f"or later, not {manifest.format_version}")
     counts, length = manifest.stats.class_counts, manifest.length
-    if manifest.multi_label:
+    if manifest.unlabelled and manifest.classes:
+        raise StoreError(f"{where}: the manifest of an unlabelled store lists classes")
+    if manifest.unlabelled:
+        fits = length >= 0
+    elif manifest.multi_label:
         fits = length >= 0 and all(0 <= count <= length for count in counts) and sum(counts) >= length
     else:
         fits = sum(counts) == length and length >= 0
@@ -310,53 +347,25 @@ def _check_numbers(manifest: Manifest, where: str) -> None:
     check_count(where, "quality", manifest.quality, 100)
     for position, entry in enumerate(manifest.appends):
         check_count(where, f"appends[{position}].added", entry["added"], length)
+    check_count(where, "appends[*].added (their sum)", sum(entry["added"] for entry in manifest.appends),
+                length)  # the records they added are a part of the store's
 
 
-_JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,
-               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list,
-               "list[dict[str, Any]]": list}
+def source_spans(manifest: Manifest) -> list[tuple[int, str]]:
+    """Where the records came from: ``(first index, source)`` of the conversion, then of each
+    append that added records, in index order. A record's source path is relative to the
+    source of the last span starting at or before its index."""
+    position = manifest.length - sum(entry["added"] for entry in manifest.appends)
+    spans = [(0, manifest.source)]
+    for entry in manifest.appends:
+        if entry["added"]:
+            spans.append((position, entry["source"]))
+        position += entry["added"]
+    return spans
 
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
-                          "quality", "label_file", "unlisted", "label_kind", "appends",
-                          "class_order", "source_kind"})
-"""Fields a store written by an earlier datakit lacks; their defaults apply."""
-
-_Built = TypeVar("_Built")
-
-
-def _build(cls: type[_Built], data: Any, where: str) -> _Built:
-    """Construct a dataclass from JSON data, checking every field's type."""
-    if not isinstance(data, dict):
-        raise StoreError(f"{where}: malformed manifest ({cls.__name__} is not an object)")
-    values = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name not in data and f.name in _ADDED_FIELDS:
-            continue  # written before the field existed: its default
-        if f.name not in data:
-            if f.name in _ADDED_LATER:  # a store written before the field existed
-                continue
-            raise StoreError(f"{where}: the manifest has no {f.name!r} field")
-        value: Any = data[f.name]
-        expected = _JSON_TYPES[str(f.type)]
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise StoreError(
-                f"{where}: manifest field {f.name!r} should be {f.type}, not {type(value).__name__}"
-            )
-        item_type = {"list[str]": str, "list[int]": int, "dict[str, int]": int}.get(str(f.type))
-        items: Iterable[Any] = ()
-        if isinstance(value, (dict, list)):
-            items = value.values() if isinstance(value, dict) else value
-        if item_type is not None and not all(type(item) is item_type for item in items):
-            raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}")
-        if str(f.type) == "list[list[str]]" and not all(
-                type(item) is list and len(item) == 2 and all(type(text) is str for text in item)
-                for item in items):
-            raise StoreError(f"{where}: manifest field {f.name!r} should be [path, reason] pairs")
-        if str(f.type) == "list[dict[str, Any]]" and not all(
-                type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
-                and type(item.get("source")) is str and type(item.get("label_file")) is str
-                for item in items):
-            raise StoreError(f"{where}: manifest field {f.name!r} should be append records")
-        values[f.name] = value
-    return cls(**values)
+                          "quality", "label_file", "unlisted", "label_kind", "appends", "class_order",
+                          "source_kind", "store_id", "skipped_files", "skipped_files_omitted"})
+"""Fields a store written by an earlier datakit lacks (the first added without a version change,
+``skipped_files``, among them: older datakits ignore them); their defaults apply."""

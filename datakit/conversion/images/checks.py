@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
 from datakit.conversion.images.downscale import (
@@ -162,7 +163,8 @@ def check_source_image(framed: bytearray, options: ImageOptions) -> SourceImage:
 
 
 def pixel_image(framed: FramedPixels, options: ImageOptions) -> SourceImage:
-    """Raw RGB pixels a source handed over as an array (the pickle recipe's), stored as a raw record.
+    """Raw RGB pixels a source handed over as an array (the pickle recipe's, a raw store's record),
+    stored as a raw record: resized under ``max_side`` as any image is.
 
     Raises:
         BadImage: the conversion stores encoded files (a store keeps one
@@ -171,8 +173,14 @@ def pixel_image(framed: FramedPixels, options: ImageOptions) -> SourceImage:
     if options.kind is not PayloadKind.RAW:
         raise BadImage("a pixel array, in a conversion that stores encoded files; convert with --format raw "
                        "(format='raw') to store pixel arrays")
-    _check_pixels(framed.width, framed.height, options.max_pixels)
-    return SourceImage(framed, PayloadKind.RAW, framed.width, framed.height, 3, "array")
+    width, height = framed.width, framed.height
+    _check_pixels(width, height, options.max_pixels)
+    if options.max_side is not None and needs_downscaling(width, height, options.max_side):
+        pixels = np.frombuffer(framed, dtype=np.uint8, offset=HEADER_SIZE).reshape(height, width, 3)
+        smaller = downscale(Image.fromarray(pixels, "RGB"), options.max_side)
+        return SourceImage(framed_pixels(downscaled_pixels(smaller)), PayloadKind.RAW, *smaller.size, 3,
+                           "array", downscaled=True)
+    return SourceImage(framed, PayloadKind.RAW, width, height, 3, "array")
 
 
 def _checked_by_header(framed: bytearray, header: ImageHeader, orientation: int, deep: bool,

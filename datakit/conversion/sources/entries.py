@@ -117,6 +117,10 @@ class SourceFolder:
             which are stored as raw records whatever format was asked for;
             ``""`` to store them as asked (the pickle recipe's stores,
             :mod:`datakit.conversion.sources.foreign.recipe_lmdb`).
+        unlabelled: the images carry no label (the pickle recipe's bare pixel
+            arrays): no classes, every entry's label -1, an unlabelled store.
+        standalone_names: entries are named ``<store name>/<key>`` (an existing
+            store's samples), not by paths under ``root``: shown as they are.
     """
 
     root: str
@@ -131,6 +135,8 @@ class SourceFolder:
     reader: EntryBytes | None = None
     rejected: list[tuple[str, str]] = field(default_factory=list)
     payload_kind: str = ""
+    unlabelled: bool = False
+    standalone_names: bool = False
 
     def hidden_classes(self) -> list[str]:
         """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to

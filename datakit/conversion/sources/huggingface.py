@@ -17,7 +17,10 @@ files are first turned into Arrow files in ``datasets``'s own cache (as
 
 The classes are a ``ClassLabel`` column's names, in their order (not sorted);
 any other label column is read as a label file would be: integers sorted as
-numbers, text as text. A row whose label is missing (``None``, or ``-1``, the
+numbers, text as text, each label in a label file's bounds (a class name of at
+most 1024 characters, an integer within int64:
+:func:`~datakit.conversion.sources.class_names.label_problem`; a row out of them is
+refused, naming it). A row whose label is missing (``None``, or ``-1``, the
 ``ClassLabel`` convention for unlabelled rows) is skipped and listed. A
 dataset without labels takes them from a label file (``--labels``) naming rows
 by their names. The store's progress records the data files' names, sizes and
@@ -33,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from datakit.conversion.images.checks import BadImage, read_framed
+from datakit.conversion.sources.class_names import class_order, label_problem, sorted_classes
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.files import files_digest
-from datakit.conversion.sources.labelfile import class_order, sorted_classes
 from datakit.errors import SourceError
 from datakit.format.records import HEADER_SIZE
 
@@ -296,14 +299,24 @@ def _label_texts(table: _Table, column: str) -> list[str | None]:
     """A label column's values as class names: integers and text; ``None`` where there is none."""
     values = table.dataset.data.column(column).to_pylist()
     texts: list[str | None] = []
-    for value in values:
-        if value is None or isinstance(value, str) or (type(value) is int):
-            texts.append(None if value is None else str(value).strip() or None)
-            continue
-        raise SourceError(f"{table.where}: the label column {column!r} holds {type(value).__name__} values "
-                          f"({table.dataset.features[column]}); a label is a class name or an integer "
-                          "(give other labels in a file with --labels)")
+    for row, value in enumerate(values):
+        if not (value is None or isinstance(value, str) or (type(value) is int)):
+            raise SourceError(f"{table.where}: the label column {column!r} holds {type(value).__name__} "
+                              f"values ({table.dataset.features[column]}); a label is a class name or an "
+                              "integer (give other labels in a file with --labels)")
+        text = None if value is None else str(value).strip() or None
+        problem = None if text is None else label_problem(text)
+        if problem is not None:
+            raise SourceError(f"{table.where}: the label column {column!r}, row "
+                              f"{_row_name(table.name, row, len(values))}: {problem}")
+        texts.append(text)
     return texts
+
+
+def _row_name(table: str, row: int, rows: int) -> str:
+    """A row's entry name, ``<split or file>/<row>``, the row zero-padded (:data:`ROW_DIGITS`)."""
+    digits = max(ROW_DIGITS, len(str(max(rows - 1, 0))))
+    return f"{table}/{row:0{digits}d}"
 
 
 def _entries(tables: list[_Table], labels: list[list[str | None]],
@@ -316,7 +329,6 @@ def _entries(tables: list[_Table], labels: list[list[str | None]],
     rejected: list[tuple[str, str]] = []
     file_index = 0
     for table, rows in zip(tables, labels, strict=True):
-        digits = max(ROW_DIGITS, len(str(max(len(rows) - 1, 0))))
         places: list[tuple[int, int]] = []
         for path in table.arrow_files:
             count = datasets.Dataset.from_file(path).num_rows
@@ -326,7 +338,7 @@ def _entries(tables: list[_Table], labels: list[list[str | None]],
             raise SourceError(f"{table.where}: its Arrow files hold {len(places)} rows, the dataset "
                               f"{len(rows)}; save it again with save_to_disk and convert that folder")
         for row, (name, place) in enumerate(zip(rows, places, strict=True)):
-            entry_name = f"{table.name}/{row:0{digits}d}"
+            entry_name = _row_name(table.name, row, len(rows))
             if name is None:
                 rejected.append((entry_name, "no label (None, or -1 in a ClassLabel column)"))
             else:
