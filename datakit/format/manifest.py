@@ -114,7 +114,7 @@ class Stats:
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Stats:
-        return build_checked(cls, data, where, _ADDED_LATER)
+        return build_checked(cls, data, where, _ADDED_LATER, _ABSENT)
 
 
 def _widen(bounds: list[int], value: int) -> list[int]:
@@ -228,7 +228,7 @@ class Manifest:
         check_format_version(version, where)
         redundant = data.pop("length", None)
         data["stats"] = Stats.from_dict(data.get("stats"), where)
-        manifest = build_checked(cls, data, where, _ADDED_LATER)
+        manifest = build_checked(cls, data, where, _ADDED_LATER, _ABSENT)
         if redundant is not None and (type(redundant) is not int or redundant != manifest.length):
             raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
                              f"is {manifest.length}")
