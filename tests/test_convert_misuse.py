@@ -23,9 +23,10 @@ from PIL import Image
 import datakit
 from datakit.cli import cli
 from datakit.convert.source import scan_folder
-from datakit.errors import ConversionError, InvalidLocationError, StoreError
+from datakit.errors import ConversionError, InvalidLocationError, SourceError, StoreError
 from tests.conftest import CLASSES, PER_CLASS
 from tests.helpers import kill_conversion_at, permissions_apply, run_obeying_permissions, stored_sources
+from tests.hostile_tables import run_limited
 
 GOOD = len(CLASSES) * PER_CLASS
 DATAKIT = [sys.executable, "-m", "datakit"]
@@ -374,3 +375,41 @@ def test_skipped_files_of_an_interrupted_store_are_not_known_yet(fresh_folder, t
     kill_conversion_at(fresh_folder, tmp_path / "s", stop_at=7, workers=1)
     result = run("inspect", tmp_path / "s", "--skipped")
     assert result.exit_code == 3 and "not known until the conversion finishes" in result.output
+
+
+# FIFOs, devices and files too big in an image folder (run under a memory and a time limit)
+
+
+def test_fifos_devices_and_oversized_files_are_skipped_as_not_regular_or_too_big(fresh_folder, tmp_path):
+    os.mkfifo(fresh_folder / "cat" / "waits.jpg")  # open() of a FIFO blocks until a writer comes
+    (fresh_folder / "dog" / "endless.jpg").symlink_to("/dev/zero")  # st_size 0, never ends
+    with open(fresh_folder / "bird" / "huge.png", "wb") as sparse:  # 64 MiB of nothing, on no disk
+        sparse.truncate(64 << 20)
+    result = run_limited(["convert", fresh_folder, tmp_path / "s", "--max-pixels", "100000", "--json"])
+    assert result.returncode == 0, result.stderr
+    skipped = {item["path"]: item["reason"] for item in json.loads(result.stdout)["skipped"]}
+    assert set(skipped) == {"cat/waits.jpg", "dog/endless.jpg", "bird/huge.png"}, skipped
+    assert skipped["cat/waits.jpg"] == "not a regular file (a FIFO)"
+    assert skipped["dog/endless.jpg"] == "not a regular file (a character device)"
+    assert skipped["bird/huge.png"].startswith(f"{64 << 20} bytes, more than the ")
+    assert "--max-pixels" in skipped["bird/huge.png"]
+    assert len(stored_sources(tmp_path / "s")) == GOOD
+
+
+# A conversion that would store nothing
+
+
+def test_a_conversion_whose_every_image_is_skipped_fails_and_leaves_no_store(tmp_path):
+    src = tmp_path / "broken"
+    for name in ("cat", "dog"):
+        (src / name).mkdir(parents=True)
+        (src / name / "a.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")
+    result = run("convert", src, tmp_path / "s")
+    assert result.exit_code == 1, result.output
+    line = one_line_error(result.output)
+    assert "no image could be stored" in line and "2 file(s) were skipped" in line, line
+    assert "cat/a.jpg: " in line, line
+    assert not (tmp_path / "s").exists()  # nothing to resume: the same command runs again once mended
+    with pytest.raises(SourceError, match="no image could be stored"):
+        datakit.convert(src, tmp_path / "t", workers=1)
+    assert not (tmp_path / "t").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,8 +14,9 @@ from click.testing import CliRunner
 
 import datakit
 from datakit.cli import cli
-from datakit.errors import ConversionError, LabelFileError
+from datakit.errors import ConversionError, LabelFileError, SourceError
 from tests.helpers import kill_conversion_at, stored_sources
+from tests.hostile_tables import run_limited
 
 # Labels across the class folders: the folder names say nothing here.
 ROWS = [
@@ -214,3 +216,31 @@ def test_a_store_started_with_integer_labels_sorted_as_text_resumes_in_its_own_o
     assert dataset.classes == ["0", "10", "2", "9"]  # the order the store was started in, kept
     assert [dataset.classes[target] for target in dataset.targets] == labels
     assert datakit.inspect(tmp_path / "s")["class_order"] == "text"
+
+
+def test_a_label_file_whose_paths_name_no_file_is_refused_before_anything_is_written(fresh_folder, tmp_path,
+                                                                                     rows):
+    label_file = write_csv(tmp_path / "labels.csv", [(f"photos/{name}", label) for name, label in rows])
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(tmp_path / "s"), "--labels",
+                                      str(label_file)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.strip().count("\n") == 0, result.output
+    line = result.output
+    assert f"none of the {len(rows)} paths in {label_file} names a file under {fresh_folder}" in line, line
+    assert f"photos/{rows[0][0]}" in line and f"photos/{rows[2][0]}" in line  # the first few
+    assert _names(fresh_folder)[0] in line  # what they were compared against
+    assert "wrote 0 images" not in line and not (tmp_path / "s").exists()
+    with pytest.raises(SourceError, match="none of the 6 paths"):
+        datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)
+
+
+def test_a_label_file_naming_a_fifo_or_a_device_skips_them_and_never_waits(fresh_folder, tmp_path, rows):
+    os.mkfifo(fresh_folder / "cat" / "waits.jpg")
+    (fresh_folder / "cat" / "endless.jpg").symlink_to("/dev/zero")
+    label_file = write_csv(tmp_path / "labels.csv", [("cat/waits.jpg", "x"), *rows, ("cat/endless.jpg", "x")])
+    result = run_limited(["convert", fresh_folder, tmp_path / "s", "--labels", label_file, "--json"])
+    assert result.returncode == 0, result.stderr
+    skipped = {item["path"]: item["reason"] for item in json.loads(result.stdout)["skipped"]}
+    assert skipped == {"cat/waits.jpg": "not a regular file (a FIFO)",
+                       "cat/endless.jpg": "not a regular file (a character device)"}
+    assert stored_sources(tmp_path / "s") == [name for name, _ in rows]
