@@ -139,6 +139,10 @@ class Manifest:
         source_kind: what ``source`` is: ``"folder"`` (image files; every store
             written before this field), ``"huggingface"`` (a ``datasets`` dataset
             on disk) or ``"webdataset"`` (tar shards). Appends come from the same kind.
+        splits: the splits of a Hugging Face ``DatasetDict`` the records came
+            from (``datakit convert --split``; every split without it), in order;
+            empty for other sources, and in stores written before this field.
+            Records are named ``<split>/<row>``, so ``datakit inspect`` counts each.
     """
 
     classes: list[str]
@@ -161,6 +165,7 @@ class Manifest:
     appends: list[dict[str, Any]] = field(default_factory=list)
     class_order: str = "text"
     source_kind: str = "folder"
+    splits: list[str] = field(default_factory=list)
 
     @property
     def multi_label(self) -> bool:
@@ -271,7 +276,7 @@ _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[in
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
                           "quality", "label_file", "unlisted", "label_kind", "appends",
-                          "class_order", "source_kind"})
+                          "class_order", "source_kind", "splits"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
 _Built = TypeVar("_Built")

@@ -296,9 +296,10 @@ def test_max_pixels_allows_big_images_and_the_skip_reason_names_it(tmp_path):
     allowed = run("convert", src, tmp_path / "b", "-j", "1", "--json", "--max-pixels", "100000000")
     assert allowed.exit_code == 0 and json.loads(allowed.output)["skipped"] == []
     assert datakit.LMDBDataset(tmp_path / "b", output="bytes")[0][0] == huge.read_bytes()
-    lower = datakit.convert(src, tmp_path / "c", workers=1, max_pixels=10)
-    assert [item.path for item in lower.skipped] == ["big/huge.png", "big/small.png"]
-    assert all("10 pixels" in item.reason for item in lower.skipped)
+    with pytest.raises(SourceError) as lower:  # both skipped: a conversion that stores nothing fails
+        datakit.convert(src, tmp_path / "c", workers=1, max_pixels=10)
+    assert "big/huge.png: 10000x9000 is more than 10 pixels" in str(lower.value)
+    assert "big/small.png: 4x4 is more than 10 pixels" in str(lower.value)
 
 
 def test_the_command_lines_default_limit_is_the_librarys():

@@ -77,6 +77,7 @@ def _render(summary: dict[str, Any]) -> str:
         f"status      {status}",
         f"source      {summary['source']}{_SOURCE_KINDS.get(summary.get('source_kind') or '', '')}",
         f"records     {records}",
+        *_split_line(summary.get("splits") or {}),
         f"payload     {summary['payload_kind']}: "
         + ", ".join(f"{name} {count}" for name, count in sorted(summary["image_formats"].items())),
         f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
@@ -143,6 +144,11 @@ def _status_and_records(summary: dict[str, Any]) -> tuple[str, str]:
     if summary.get("being_written"):
         return f"BEING WRITTEN: {summary['problem']}", f"{length} committed so far"
     return f"INCOMPLETE: {summary['problem']}", f"{length} committed so far"
+
+
+def _split_line(splits: dict[str, int]) -> list[str]:
+    """The records of each Hugging Face split the store holds (none for other sources)."""
+    return [f"splits      {', '.join(f'{name} {count}' for name, count in splits.items())}"] if splits else []
 
 
 def _image_notes(summary: dict[str, Any]) -> list[str]:

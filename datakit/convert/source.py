@@ -156,6 +156,8 @@ class SourceFolder:
             which are stored as raw records whatever format was asked for;
             ``""`` to store them as asked (the pickle recipe's stores,
             :mod:`datakit.convert.recipe_lmdb`).
+        splits: the rows of each split converted, in order, for a source made of
+            splits (a Hugging Face ``DatasetDict``); empty for other sources.
     """
 
     root: str
@@ -170,6 +172,7 @@ class SourceFolder:
     reader: EntryBytes | None = None
     rejected: list[tuple[str, str]] = field(default_factory=list)
     payload_kind: str = ""
+    splits: dict[str, int] = field(default_factory=dict)
 
     def hidden_classes(self) -> list[str]:
         """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to
