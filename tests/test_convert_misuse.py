@@ -414,3 +414,21 @@ def test_a_conversion_whose_every_image_is_skipped_fails_and_leaves_no_store(tmp
     with pytest.raises(SourceError, match="no image could be stored"):
         datakit.convert(src, tmp_path / "t", workers=1)
     assert not (tmp_path / "t").exists()
+
+
+def test_a_mongodb_conversion_that_stores_nothing_leaves_no_collection(tmp_path, mongo_store_location):
+    from pymongo import MongoClient
+
+    location = mongo_store_location
+    src = tmp_path / "broken"
+    (src / "cat").mkdir(parents=True)
+    (src / "cat" / "a.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(SourceError, match="no image could be stored, 1 file"):
+        datakit.convert(src, location["uri"], collection=location["collection"], workers=1)
+    client: MongoClient = MongoClient(location["uri"], serverSelectionTimeoutMS=5000)
+    try:
+        left = [name for name in client[location["database"]].list_collection_names()
+                if name.startswith(location["collection"])]
+    finally:
+        client.close()
+    assert left == []

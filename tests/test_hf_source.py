@@ -355,3 +355,16 @@ def test_an_unknown_split_or_a_split_of_a_folder_is_refused_naming_the_splits(tm
 def test_a_store_without_splits_reads_as_none(lmdb_store):
     assert datakit.LMDBDataset(lmdb_store).manifest.splits == []
     assert datakit.inspect(lmdb_store)["splits"] == {}
+
+
+def test_an_append_of_another_split_adds_its_rows_and_names_it_and_a_resume_keeps_its_splits(tmp_path):
+    src = _two_splits(tmp_path)
+    datakit.convert(src, tmp_path / "s", split="train", workers=1)
+    report = datakit.convert(src, tmp_path / "s", append=True, workers=1)  # every split: test is new
+    assert report.written == 2 and report.total == 5
+    assert datakit.inspect(tmp_path / "s")["splits"] == {"train": 3, "test": 2}
+    kill_conversion_at(src, tmp_path / "t", stop_at=1, workers=1, commit_every=1, split="test")
+    with pytest.raises(ConversionError):  # the interrupted store was of the test split alone
+        datakit.convert(src, tmp_path / "t", resume=True, workers=1)
+    datakit.convert(src, tmp_path / "t", resume=True, split="test", workers=1)
+    assert stored_sources(tmp_path / "t") == ["test/00000000", "test/00000001"]
