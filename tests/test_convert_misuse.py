@@ -26,7 +26,7 @@ from datakit.convert.source import scan_folder
 from datakit.errors import ConversionError, InvalidLocationError, SourceError, StoreError
 from tests.conftest import CLASSES, PER_CLASS
 from tests.helpers import kill_conversion_at, permissions_apply, run_obeying_permissions, stored_sources
-from tests.hostile_tables import run_limited
+from tests.limited_child import run_limited
 
 GOOD = len(CLASSES) * PER_CLASS
 DATAKIT = [sys.executable, "-m", "datakit"]

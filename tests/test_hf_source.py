@@ -19,7 +19,7 @@ import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, SourceError
 from tests.helpers import kill_conversion_at, stored_sources
-from tests.hostile_tables import run_limited
+from tests.limited_child import run_limited
 from tests.source_builders import BROKEN_JPEG, hf_dataset, image_bytes, save_quietly
 
 datasets = pytest.importorskip("datasets", reason="the datasets library is not installed (datakit[hf])")

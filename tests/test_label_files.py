@@ -16,7 +16,7 @@ import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, LabelFileError, SourceError
 from tests.helpers import kill_conversion_at, stored_sources
-from tests.hostile_tables import run_limited
+from tests.limited_child import run_limited
 
 # Labels across the class folders: the folder names say nothing here.
 ROWS = [
