@@ -3,17 +3,20 @@
 :func:`convert` is the list of its stages, each a module of this package::
 
     scan the source    sources.py tells the kind: source.py (ImageFolder's files and order),
-                       labelfile.py (a label file's), huggingface.py (a datasets dataset on disk),
+                       labelfile.py (a label file's), huggingface.py (a datasets dataset on disk;
+                       hf_images.py: its rows' images, paths read inside the image root only),
                        webdataset.py (tar shards); all yield the same entries, whose bytes
                        entry_bytes.py's readers get
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
-    read + verify      read_stage.py, in the reader processes of reader_pool.py: each file checked
+    read + verify      read_stage.py, in the reader processes of reader_pool.py: each file read (regular
+                       files only, bounded: file_reads.py) and checked
                        (images.py: exif.py, headers, pixels.py, downscale.py) and sealed as a record
     number, batch      numbering.py: consecutive indices, skipped files into the report (report.py)
     write              the backend's writer commits each batch atomically, with the running totals
-    manifest           labels + manifest, written last: the store becomes complete
+    manifest           labels + manifest, written last: the store becomes complete; a run that
+                       stored no record fails instead (SourceError), its empty store removed
 
 A bad file, or a folder that cannot be read, is skipped and reported by
 name, never fatal; the names are kept in the manifest. Every commit is
