@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from datakit.convert.downscale import DEFAULT_QUALITY
 from datakit.convert.entry_bytes import EntryBytes
+from datakit.convert.file_reads import pixel_limit_for_reads
 from datakit.convert.images import BadImage, ImageOptions, check_source_image, pixel_image
 from datakit.convert.pixels import FramedPixels
 from datakit.convert.reader_pool import ReaderPool
@@ -119,7 +120,7 @@ def _read_chunk(entries: Sequence[SourceEntry], options: ReadOptions,
     """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
     chunk = [entries[index] for index in indices]
     options.source.prefetch(chunk)
-    with _pillow_pixel_limit(options.image.max_pixels):
+    with _pillow_pixel_limit(options.image.max_pixels), pixel_limit_for_reads(options.image.max_pixels):
         return [_read_one(entry, options) for entry in chunk]
 
 
