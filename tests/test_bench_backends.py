@@ -77,3 +77,16 @@ def test_bench_with_a_pipeline_runs_both_backends_and_the_decode_ceiling(tmp_pat
     assert "datakit / torch-tensor: " in text and "(torchvision tensor backend)" in text
     assert "headline: datakit / the faster torchvision backend here" in text
     assert "decode-ceiling: " in text and "of ceiling" in text
+
+
+def test_whether_torchvision_imports_is_asked_of_a_fresh_process_as_the_runs_are_spawned():
+    """The runs import torchvision afresh: a torchvision this process loaded through the suite's guard
+    must not make bench plan a torchvision run that then fails (``operator torchvision::nms does not
+    exist``) in each spawned child."""
+    from datakit.tools.benchmark import torchvision_problem
+
+    torchvision_or_skip()  # this process has it now
+    fresh = subprocess.run([sys.executable, "-c", "import torchvision.transforms.v2"], capture_output=True,
+                           timeout=120)
+    torchvision_problem.cache_clear()
+    assert (torchvision_problem() is None) == (fresh.returncode == 0)

@@ -9,9 +9,10 @@ on every path, with any crop. Other categories fuzz the record header, the
 manifest's fields, the JPEG binding's arguments (in a child process, so a
 crash fails the test instead of ending the run), ``datakit.DataLoader``
 with two workers, label files (:mod:`tests.hostile_labelfiles`: parsed in a
-child process under a memory and a time limit), and the pickle recipe's values
+child process under a memory and a time limit), the pickle recipe's values
 through the allow-list unpickler (:mod:`tests.hostile_pickles`, in a child
-process under memory and time limits).
+process under memory and time limits), and Hugging Face tables converted by
+the CLI in a child under a memory and a time limit (:mod:`tests.hostile_tables`).
 
 Runs are seeded (``derandomize``) and bounded, so CI takes the same time on
 every run: ``DATAKIT_FUZZ_EXAMPLES`` (default 40) examples per category.
@@ -44,7 +45,8 @@ from hypothesis import strategies as st
 import datakit
 from datakit.format.jpeg import RegionDecoder, scaled_size
 from datakit.format.manifest import record_key
-from tests import decoder_child
+from tests import decoder_child, hostile_tables, limited_child
+from tests.helpers import stored_samples, stored_sources
 from tests.hostile_labelfiles import LabelFileChild, judge, label_cases
 from tests.hostile_mutators import (
     JPEG_MUTATORS,
@@ -411,3 +413,46 @@ def test_pickled_recipe_values(pickle_judge: PickleJudge, data: st.DataObject) -
     if outcome == "refused":
         STATS[f"pickles: refused because: {' '.join(detail.split()[:5])}"] += 1
     event(f"{mutator}: {outcome}")
+
+
+# ------------------------------------------------------------------ Hugging Face tables
+
+
+@pytest.fixture(scope="module")
+def table_converter() -> Iterator[limited_child.TableConverter]:
+    """The process that converts each hostile table in a forked child under a memory and a time limit."""
+    converter = limited_child.TableConverter()
+    yield converter
+    converter.close()
+
+
+TABLE_EXAMPLES = max(5, EXAMPLES // 2)  # each example is a whole conversion
+
+
+@pytest.mark.timeout(120 + 5 * TABLE_EXAMPLES)  # for all examples; each conversion has its own limit
+@settings(FUZZ, max_examples=TABLE_EXAMPLES)
+@given(data=st.data())
+def test_hugging_face_tables(table_converter: limited_child.TableConverter,
+                             tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    """A Parquet file, an Arrow file or a saved DatasetDict of hostile rows (paths outside the
+    dataset, /dev/zero, FIFOs, null images, bytes that are no image, absurd sizes, huge strings)
+    and hostile columns, converted by the CLI under RLIMIT_AS and a time limit (:mod:`tests.hostile_tables`,
+    :mod:`tests.limited_child`): the good rows stored and the rest skipped by name, or one line."""
+    folder = tmp_path_factory.mktemp("table")
+    try:
+        trial = hostile_tables.draw_table_trial(data.draw, folder)
+        outcome = table_converter.convert(trial.args, folder / "cache")
+        store = folder / "store"
+        stored = []
+        if outcome.get("exit") == 0 and (store / "data.mdb").exists():
+            stored = [(name, image) for name, (image, _) in
+                      zip(stored_sources(store), stored_samples(store), strict=True)]
+        verdict = hostile_tables.judge(trial, outcome, stored)
+        STATS["tables: trials"] += 1
+        STATS[f"tables: {verdict}"] += 1
+        STATS[f"tables: {trial.mutation or 'well-formed'}: {verdict}"] += 1
+        for row in trial.rows:
+            STATS[f"tables: row {row.kind}: {'stored' if row.stored is not None else 'skipped'}"] += 1
+        event(verdict)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, LabelFileError, SourceError
 from tests.helpers import kill_conversion_at, stored_sources
+from tests.limited_child import run_limited
 
 # Labels across the class folders: the folder names say nothing here.
 ROWS = [
@@ -327,3 +329,31 @@ def test_a_hugging_face_label_out_of_bounds_is_refused_naming_the_row(tmp_path):
     with pytest.raises(SourceError, match=r"row data/00000001: .*int64"):
         datakit.convert(tmp_path / "unsigned", tmp_path / "t", workers=1)
     assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
+
+
+def test_a_label_file_whose_paths_name_no_file_is_refused_before_anything_is_written(fresh_folder, tmp_path,
+                                                                                     rows):
+    label_file = write_csv(tmp_path / "labels.csv", [(f"photos/{name}", label) for name, label in rows])
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), str(tmp_path / "s"), "--labels",
+                                      str(label_file)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.strip().count("\n") == 0, result.output
+    line = result.output
+    assert f"none of the {len(rows)} paths in {label_file} names a file under {fresh_folder}" in line, line
+    assert f"photos/{rows[0][0]}" in line and f"photos/{rows[2][0]}" in line  # the first few
+    assert _names(fresh_folder)[0] in line  # what they were compared against
+    assert "wrote 0 images" not in line and not (tmp_path / "s").exists()
+    with pytest.raises(SourceError, match="none of the 6 paths"):
+        datakit.convert(fresh_folder, tmp_path / "s", labels=label_file, workers=1)
+
+
+def test_a_label_file_naming_a_fifo_or_a_device_skips_them_and_never_waits(fresh_folder, tmp_path, rows):
+    os.mkfifo(fresh_folder / "cat" / "waits.jpg")
+    (fresh_folder / "cat" / "endless.jpg").symlink_to("/dev/zero")
+    label_file = write_csv(tmp_path / "labels.csv", [("cat/waits.jpg", "x"), *rows, ("cat/endless.jpg", "x")])
+    result = run_limited(["convert", fresh_folder, tmp_path / "s", "--labels", label_file, "--json"])
+    assert result.returncode == 0, result.stderr
+    skipped = {item["path"]: item["reason"] for item in json.loads(result.stdout)["skipped"]}
+    assert skipped == {"cat/waits.jpg": "not a regular file (a FIFO)",
+                       "cat/endless.jpg": "not a regular file (a character device)"}
+    assert stored_sources(tmp_path / "s") == [name for name, _ in rows]

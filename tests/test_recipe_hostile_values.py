@@ -35,8 +35,12 @@ from datakit.cli import cli
 try:
     cli.main(sys.argv[3:], prog_name="datakit")
 finally:
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child of a large pytest process
+    # would report its parent's size; VmHWM belongs to the memory this process maps after exec
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
     with open(sys.argv[2], "w") as out:
-        json.dump({"peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, out)
+        json.dump({"peak_kib": peak}, out)
 """
 
 

@@ -104,6 +104,12 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "datakit", "recipe_lmdb"
 @click.option("--label-column", "--label-key", "label_column", metavar="NAME", default=None,
               help="Hugging Face: the label column; WebDataset: the key of the label in each sample's "
                    ".json, after its .cls (default: label).")
+@click.option("--image-root", type=UserPath(exists=True, file_okay=False), default=None, metavar="DIR",
+              help="Hugging Face: the folder the Image column's paths (rows holding a path, not bytes) are "
+                   "relative to, and the only one they are read in (default: the dataset's folder).")
+@click.option("--split", "splits", metavar="NAME", multiple=True,
+              help="Hugging Face: convert only this split of a DatasetDict (repeat for several); by default "
+                   "every split goes into the one store, and the report counts each.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
@@ -112,8 +118,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                     overwrite: bool, strict: bool,
                     exif_transpose: bool, max_side: int | None, quality: int, source_kind: str | None,
                     image_column: str | None, label_column: str | None, class_name: str | None,
-                    index: str | None, source_collection: str | None, verbose: bool, as_json: bool,
-                    quiet: bool) -> None:
+                    index: str | None, source_collection: str | None, image_root: str | None,
+                    splits: tuple[str, ...], verbose: bool, as_json: bool, quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
@@ -152,18 +158,19 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          quality=quality, labels=labels, append=append,
                          discard_unfinished=discard_unfinished, progress=progress,
                          source_kind=source_kind, image_column=image_column, label_column=label_column,
-                         class_name=class_name, index=index, source_collection=source_collection)
-    output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
+                         class_name=class_name, index=index, source_collection=source_collection,
+                         image_root=image_root, split=list(splits) or None)
+    output.result(report.to_dict(), functools.partial(_render, verbose=verbose, chosen=bool(splits)))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
                                    "was given")
 
 
-def _render(report: dict[str, Any], verbose: bool = False) -> str:
+def _render(report: dict[str, Any], verbose: bool = False, chosen: bool = False) -> str:
     if report["already_complete"]:
         return f"{report['destination']} is already complete; nothing to do"
     if report["appended_to"] is not None:
-        return "\n".join([*_discarded(report), *_appended(report, verbose), *_notes(report, verbose)])
+        return "\n".join([*_discarded(report), *_appended(report, verbose), *_notes(report, verbose, chosen)])
     lines = [f"no store at {report['destination']} to resume: converted a new one"] \
         if report["resumed_nothing"] else []
     lines += [
@@ -174,7 +181,7 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["resumed_from"]:
         lines.append(f"resumed after {report['resumed_from']} images already stored; "
                      f"{report['total']} in total")
-    lines.extend(_notes(report, verbose))
+    lines.extend(_notes(report, verbose, chosen))
     return "\n".join(lines)
 
 
@@ -199,14 +206,16 @@ def _appended(report: dict[str, Any], verbose: bool) -> list[str]:
                      "relative path)" + (":" if verbose else "; --verbose lists them"))
         lines.extend(f"  {path}" for path in held if verbose)
     return lines
+
+
 def _shown(report: dict[str, Any], path: str) -> str:
     """A path of the report's lists as the user finds it: under the source folder, or, for an
     existing store's entries, their own ``<store name>/<key>``."""
     return path if report["standalone_names"] else os.path.join(report["source"], path)
 
 
-def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
-    lines: list[str] = []
+def _notes(report: dict[str, Any], verbose: bool, chosen: bool) -> list[str]:
+    lines = _split_notes(report["splits"], chosen)
     skipped = report["skipped"]
     if skipped:
         folders = any(item["reason"].startswith("folder not ") for item in skipped)  # unreadable, a loop
@@ -244,3 +253,13 @@ def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
     if report["empty_classes"]:
         lines.append(f"warning: class folder(s) without images: {', '.join(report['empty_classes'])}")
     return lines
+
+
+def _split_notes(splits: dict[str, int], chosen: bool) -> list[str]:
+    """Which splits of a DatasetDict were converted, with their rows; every one, unless --split chose."""
+    if not splits:
+        return []
+    counted = ", ".join(f"{name}: {rows} rows" for name, rows in splits.items())
+    if len(splits) == 1:
+        return [f"split {counted}"]
+    return [f"splits {counted}" + ("" if chosen else ", all in this one store (--split NAME chooses)")]

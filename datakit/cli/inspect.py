@@ -79,6 +79,7 @@ def _render(summary: dict[str, Any]) -> str:
         *_unfinished(summary.get("unfinished_append")),
         f"source      {summary['source']}{_SOURCE_KINDS.get(summary.get('source_kind') or '', '')}",
         f"records     {records}",
+        *_split_line(summary.get("splits") or {}),
         f"payload     {summary['payload_kind']}: "
         + ", ".join(f"{name} {count}" for name, count in sorted(summary["image_formats"].items())),
         f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
@@ -157,6 +158,11 @@ def _unfinished(found: dict[str, Any] | None) -> list[str]:
     return [f"unfinished  an append from {found['source']} was interrupted after {found['written']} "
             f"record(s), which readers do not see yet; finish it: `{found['finish']}` (the same --labels "
             f"and --extensions), or discard it (appending SRC instead): `{found['discard']}`"]
+
+
+def _split_line(splits: dict[str, int]) -> list[str]:
+    """The records of each Hugging Face split the store holds (none for other sources)."""
+    return [f"splits      {', '.join(f'{name} {count}' for name, count in splits.items())}"] if splits else []
 
 
 def _image_notes(summary: dict[str, Any]) -> list[str]:

@@ -4,17 +4,20 @@
 
     scan the source    sources/scan.py tells the kind: sources/folder.py (ImageFolder's files and
                        order), sources/labelfile.py (a label file's), sources/huggingface.py (a
-                       datasets dataset on disk), sources/webdataset.py (tar shards), sources/foreign/
+                       datasets dataset on disk; sources/hf_images.py: its rows' images, paths read
+                       inside the image root only), sources/webdataset.py (tar shards), sources/foreign/
                        (other tools' stores); all yield the same entries (sources/entries.py), whose
                        bytes their readers get (sources/files.py for files)
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
-    read + verify      reading.py, in the reader processes of reader_pool.py: each file checked
-                       (images/: checks.py, exif.py, pixels.py, downscale.py) and sealed as a record
+    read + verify      reading.py, in the reader processes of reader_pool.py: each file read (regular
+                       files only, bounded: file_reads.py), checked (images/: checks.py, exif.py,
+                       pixels.py, downscale.py) and sealed as a record
     number, batch      numbering.py: consecutive indices, skipped files into the report (report.py)
     write              the backend's writer commits each batch atomically, with the running totals
-    manifest           labels + manifest, written last: the store becomes complete
+    manifest           labels + manifest, written last: the store becomes complete; a run that
+                       stored no record fails instead (SourceError), its empty store removed
 
 A bad file, or a folder that cannot be read, is skipped and reported by
 name, never fatal; the names are kept in the manifest. Every commit is
@@ -25,10 +28,11 @@ completes with every image exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from datakit.conversion.destination import check_outside_source, resolve_destination
@@ -36,17 +40,17 @@ from datakit.conversion.images.checks import DEFAULT_MAX_PIXELS
 from datakit.conversion.images.downscale import DEFAULT_QUALITY
 from datakit.conversion.numbering import COMMIT_RECORDS, ProgressCallback, batches, number, reporting
 from datakit.conversion.reading import read_pending, too_many_readers
-from datakit.conversion.report import ConversionReport, checked, scanned_report
-from datakit.conversion.run import start_run
+from datakit.conversion.report import ConversionReport, checked, nothing_stored, scanned_report
+from datakit.conversion.run import Run, start_run
 from datakit.conversion.sources.datakit_store import StoreFolder, check_not_the_source, kept_settings
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.foreign.layouts import StoreChoice
 from datakit.conversion.sources.labelfile import LabelledFolder
 from datakit.conversion.sources.scan import SourceChoice, scan_source
-from datakit.errors import DatakitWarning
+from datakit.errors import DatakitWarning, SourceError
 from datakit.stores import given_options, is_mongodb_uri
-from datakit.stores.contract import StoreSpec
-from datakit.stores.conversion_state import ConversionSettings
+from datakit.stores.contract import StoreSpec, StoreWriter
+from datakit.stores.conversion_state import ConversionSettings, PendingRecord
 
 __all__ = ["convert", "ProgressCallback"]
 
@@ -79,6 +83,8 @@ def convert(
     class_name: str | None = None,
     index: str | os.PathLike[str] | None = None,
     source_collection: str | None = None,
+    image_root: str | os.PathLike[str] | None = None,
+    split: str | Sequence[str] | None = None,
 ) -> ConversionReport:
     """Pack the image folder (or Hugging Face dataset, or WebDataset shards) ``src`` into the store ``dest``.
 
@@ -168,6 +174,13 @@ def convert(
         source_collection: the collection of the datakit store to copy, when ``src`` is its
             server's ``mongodb://`` URI (naming the database); with ``index``, the recipe's
             collection of ``{img_name, bson_img}`` documents.
+        image_root: the folder a Hugging Face dataset's image paths (rows holding
+            a path, not bytes) are read in: relative paths are joined to it, and
+            nothing outside it is read (:mod:`datakit.conversion.sources.hf_images`). By
+            default the dataset's own folder (a ``.parquet``/``.arrow`` file's folder).
+        split: the split, or splits, of a Hugging Face ``DatasetDict`` to convert
+            (kept in the dataset's order); by default every split, into this one
+            store, which the report (``splits``) and the manifest record.
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
@@ -187,7 +200,10 @@ def convert(
     Raises:
         SourceError: ``src`` is missing or holds no image; its kind is
             ambiguous; a column or a sample's label is missing or of the wrong
-            kind; an option does not apply to its kind.
+            kind; an option does not apply to its kind; a label file names
+            nothing in it; a split is not in it; or no image could be stored
+            (every one was skipped: raised before the store is created where the
+            scan knows, else the empty store is removed).
         LabelFileError: the label file is unreadable or malformed (the message
             names its line).
         InvalidLocationError: ``dest`` is inside ``src``, a URI of a scheme
@@ -206,18 +222,19 @@ def convert(
              "discard_unfinished": discard_unfinished}
     _check_arguments(modes, format=format, commit_every=commit_every, workers=workers, max_pixels=max_pixels,
                      max_side=max_side, quality=quality)
-    started, given = time.perf_counter(), os.fspath(src)
-    root = given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
+    started = time.perf_counter()
+    root = _source_root(src)
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
     _check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
-    choice = SourceChoice(source_kind, image_column, label_column, store)
-    folder, rules = scan_source(root, labels, extensions, choice)
+    folder, rules = scan_source(root, labels, extensions, SourceChoice(
+        source_kind, image_column, label_column, store, _folder_path(image_root), _splits(split)))
     check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
     report = scanned_report(folder, spec.describe(), wanted.exif_transpose, wanted.max_side)
+    _check_not_empty(folder, report, resume or append)
     with spec.open_writer() as writer:
         run = start_run(writer, folder, wanted, report, **modes)
         if run is None:  # a resumed store complete already, or an append with nothing new
@@ -225,12 +242,11 @@ def convert(
         # read + verify in the reader pool, number, write in batches, and the manifest last
         _warn_caller([too_many_readers(workers or 1, len(run.entries))])
         outcomes = read_pending(run.entries, run.source, run.settings, verify, max_pixels, workers)
-        if progress is not None:
-            outcomes = reporting(outcomes, progress, len(run.entries))
-        records = number(outcomes, run.state.stats, run.labels, report)
-        for batch in batches(records, commit_every):  # each batch with the totals of the records so far
-            writer.commit(batch, run.state.stats)
-        writer.finish(run.manifest(report), run.label_table())
+        outcomes = outcomes if progress is None else reporting(outcomes, progress, len(run.entries))
+        stored = _commit_all(writer, run, number(outcomes, run.state.stats, run.labels, report), report,
+                             commit_every)
+    if not stored:  # every image skipped: a store of nothing would only mislead
+        raise _discarded(spec, report)
     report.total, report.complete = run.state.stats.length, True
     return checked(_finished(report, started), strict)
 
@@ -261,6 +277,60 @@ def _check_outside_source(root: str, spec: StoreSpec) -> None:
     if not is_mongodb_uri(root):
         check_not_the_source(root, spec)
         check_outside_source(root, spec)
+
+
+def _source_root(src: str | os.PathLike[str]) -> str:
+    """``src`` as an absolute path (``~`` expanded), or a ``mongodb://`` URI as it is."""
+    given = os.fspath(src)
+    return given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
+
+
+def _check_not_empty(folder: SourceFolder, report: ConversionReport, continues: bool) -> None:
+    """Refuse, before a store is created, a conversion whose scan found nothing to store (every
+    entry rejected); a resume or an append with nothing new is no error (the store holds records)."""
+    if not folder.entries and not continues:
+        raise nothing_stored(report)
+
+
+def _commit_all(writer: StoreWriter, run: Run, records: Iterable[PendingRecord], report: ConversionReport,
+                commit_every: int) -> int:
+    """Commit ``records`` in batches, each with the totals of the records so far, then the manifest
+    that completes the store; the records the store holds (none: no manifest, the store is discarded)."""
+    for batch in batches(records, commit_every):
+        writer.commit(batch, run.state.stats)
+    if run.state.stats.length:
+        writer.finish(run.manifest(report), run.label_table())
+    return run.state.stats.length
+
+
+def _discarded(spec: StoreSpec, report: ConversionReport) -> SourceError:
+    """Delete the incomplete store of a conversion that stored nothing, and the folder it was in if
+    that is empty now; the error that says why. Its writer is closed by now: a writer cannot look at
+    the store its own environment holds open."""
+    with spec.open_writer() as writer:
+        writer.lock()
+        if writer.is_store() and not writer.is_complete():
+            writer.remove()
+    local = spec.local_path()
+    if local is not None:
+        with contextlib.suppress(OSError):  # it holds files of the user's: keep them
+            os.rmdir(local)
+    return nothing_stored(report)
+
+
+def _folder_path(path: str | os.PathLike[str] | None) -> str | None:
+    return None if path is None else os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def _splits(split: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``split=`` as a tuple of names: one name, or several (a list)."""
+    if split is None:
+        return ()
+    names = (split,) if isinstance(split, str) else tuple(split)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"split must be a split's name or a list of them, not {split!r}")
+    return names
 
 
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,

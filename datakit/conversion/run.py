@@ -11,6 +11,7 @@ manifest that completes the store.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,8 +120,16 @@ def _append_run(writer: StoreWriter, appended: AppendState, folder: SourceFolder
     if not pending and plan.state.stats.length == plan.before.length:
         report.total, report.complete = plan.state.stats.length, True  # nothing new: the store is left alone
         return None
-    return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder),
-               lambda done: appended_manifest(plan, listed_skips(done), done.label_file))
+    def manifest(done: ConversionReport) -> Manifest:
+        return _with_splits(appended_manifest(plan, listed_skips(done), done.label_file), folder)
+
+    return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder), manifest)
+
+
+def _with_splits(manifest: Manifest, folder: SourceFolder) -> Manifest:
+    """An appended store's manifest naming the splits it held and those the append brought."""
+    new = [name for name in folder.splits if name not in manifest.splits]
+    return dataclasses.replace(manifest, splits=[*manifest.splits, *new]) if new else manifest
 
 
 def _held_elsewhere(plan: AppendPlan, root: str) -> list[str]:
@@ -161,4 +170,4 @@ def _manifest(folder: SourceFolder, settings: ConversionSettings, state: Committ
                     quality=settings.quality, label_file=report.label_file,
                     unlisted=len(report.unlisted), label_kind=settings.label_kind,
                     format_version=MULTI_LABEL_VERSION if multi else SINGLE_LABEL_VERSION,
-                    class_order=folder.class_order, source_kind=folder.kind)
+                    class_order=folder.class_order, source_kind=folder.kind, splits=list(folder.splits))

@@ -170,6 +170,10 @@ class Manifest:
             that a dataset can tell the store it was built on from one that
             replaced it at the same location (``--overwrite``); ``""`` in a store
             written before this field.
+        splits: the splits of a Hugging Face ``DatasetDict`` the records came
+            from (``datakit convert --split``; every split without it), in order;
+            empty for other sources, and in stores written before this field.
+            Records are named ``<split>/<row>``, so ``datakit inspect`` counts each.
     """
 
     classes: list[str]
@@ -193,6 +197,7 @@ class Manifest:
     class_order: str = "text"
     source_kind: str = "folder"
     store_id: str = field(default_factory=new_store_id)
+    splits: list[str] = field(default_factory=list)
 
     @property
     def multi_label(self) -> bool:
@@ -366,6 +371,6 @@ def source_spans(manifest: Manifest) -> list[tuple[int, str]]:
 
 _ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
                           "quality", "label_file", "unlisted", "label_kind", "appends", "class_order",
-                          "source_kind", "store_id", "skipped_files", "skipped_files_omitted"})
+                          "source_kind", "store_id", "skipped_files", "skipped_files_omitted", "splits"})
 """Fields a store written by an earlier datakit lacks (the first added without a version change,
 ``skipped_files``, among them: older datakits ignore them); their defaults apply."""

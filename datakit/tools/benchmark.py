@@ -20,10 +20,13 @@ moment of the machine, and medians are reported. ``datakit bench`` prints it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import resource
 import signal
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -259,13 +262,25 @@ def counted_epochs(epochs: int) -> str:
     return f"epochs 2 to {epochs} (after the first)"
 
 
+@functools.lru_cache(maxsize=1)
 def torchvision_problem() -> str | None:
-    """Why torchvision's ``transforms.v2`` does not import here (``"ExcType: message"``), or ``None``."""
+    """Why torchvision's ``transforms.v2`` does not import in a fresh interpreter (``"ExcType: message"``),
+    or ``None``.
+
+    Asked of a new process, not this one: the benchmark's loaders run in spawned
+    processes, which import torchvision afresh, and this process may have
+    imported it in a way they cannot (a test's guard around a mismatched build).
+    """
+    code = ("try:\n    from torchvision.transforms import v2\n"
+            "except Exception as exc:\n    print(f'{type(exc).__name__}: {exc}')")
     try:
-        from torchvision.transforms import v2  # noqa: F401
-    except Exception as exc:  # absent, or a build that does not import beside this torch
+        found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
         return f"{type(exc).__name__}: {exc}"
-    return None
+    problem = found.stdout.strip()
+    if found.returncode != 0 and not problem:
+        problem = f"the import exited with status {found.returncode}"
+    return problem or None
 
 
 def baseline_transform(pipeline: str) -> tuple[Any, str]:

@@ -33,9 +33,11 @@ from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.stores.conversion_state import UnfinishedAppend
 from datakit.stores.refusals import incomplete_message
 
-__all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS", "LABEL_WORDS"]
+__all__ = ["inspect", "split_rows", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS",
+           "LABEL_WORDS"]
 
 _THUMB = 96
+_SPLIT_WINDOW = 65536
 _CAPTION = 14
 
 PREVIEW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
@@ -96,7 +98,9 @@ def inspect(
         text, as folder names are; ``None`` for an incomplete store; classes
         new in an append come last either way), ``unlisted`` (images under the
         source that the label file did not name), ``appends`` (each
-        ``--append``: ``when``, ``added``, ``source``, ``label_file``),
+        ``--append``: ``when``, ``added``, ``source``, ``label_file``), ``splits``
+        (the records of each Hugging Face split the store holds, ``{name: records}``
+        in the manifest's order; empty for other sources and incomplete stores),
         ``unfinished_append`` (``None``, or an append that was interrupted:
         its ``source``, the records it ``written`` that readers do not see
         yet, and the commands that ``finish`` it or ``discard`` it; the store
@@ -134,6 +138,7 @@ def inspect(
     with reader:
         summary = _summarise(spec, reader.manifest)
         unfinished = reader.unfinished_append()
+        summary["splits"] = split_rows(reader)
         if skipped:
             summary["skipped_files"] = [{"path": path, "reason": reason}
                                         for path, reason in reader.manifest.skipped_files]
@@ -199,6 +204,20 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
     return summary
 
 
+def split_rows(reader: StoreReader) -> dict[str, int]:
+    """The records of each split a store's manifest names, counted by their names (``<split>/<row>``),
+    reading the source paths a window at a time; ``{}`` for a store of no splits."""
+    manifest = reader.manifest
+    if not manifest.splits:
+        return {}
+    counts = dict.fromkeys(manifest.splits, 0)
+    for start in range(0, manifest.length, _SPLIT_WINDOW):
+        for path in reader.source_path_range(start, min(manifest.length, start + _SPLIT_WINDOW)):
+            name = path.split("/", 1)[0]
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     with spec.open_writer() as writer:
         state = writer.committed_state()
@@ -213,7 +232,7 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
                    quality=state.settings.quality, label_kind=state.settings.label_kind,
                    labels=LABEL_WORDS[state.settings.label_kind], label_file=None,
-                   class_order=None, unlisted=0, appends=[], unfinished_append=None,
+                   class_order=None, unlisted=0, appends=[], unfinished_append=None, splits={},
                    being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
+from datakit.conversion.file_reads import DEFAULT_MAX_PIXELS, BadImage, pixel_limit_for_reads, read_framed
 from datakit.conversion.images.downscale import (
     DEFAULT_QUALITY,
     downscale,
@@ -52,15 +52,6 @@ __all__ = [
     "pixel_image",
     "read_framed",
 ]
-
-DEFAULT_MAX_PIXELS = 89_478_485
-"""Pillow's own default limit (``Image.MAX_IMAGE_PIXELS``), fixed here so every
-worker process applies the same limit whatever the parent changed."""
-
-
-class BadImage(Exception):
-    """A source file that cannot be stored; the message says why."""
-
 
 @dataclass(frozen=True)
 class SourceImage:
@@ -126,7 +117,8 @@ def read_source_image(path: str, options: ImageOptions) -> SourceImage:
     Raises:
         BadImage: the file is unreadable, or not an image that can be stored.
     """
-    return check_source_image(read_framed(path), options)
+    with pixel_limit_for_reads(options.max_pixels):
+        return check_source_image(read_framed(path), options)
 
 
 def check_source_image(framed: bytearray, options: ImageOptions) -> SourceImage:
@@ -298,26 +290,6 @@ def _encode_like(upright: Image.Image, source: Image.Image) -> tuple[bytes, str]
         upright.save(buffer, format="PNG")
         image_format = "PNG"
     return buffer.getvalue(), image_format
-
-
-def read_framed(path: str) -> bytearray:
-    """The file's bytes, read straight into place after room for a record header."""
-    try:
-        with open(path, "rb", buffering=0) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            framed = bytearray(HEADER_SIZE + size)
-            with memoryview(framed) as view:
-                filled = HEADER_SIZE
-                while filled < len(framed):
-                    count = handle.readinto(view[filled:])
-                    if not count:
-                        break
-                    filled += count
-            del framed[filled:]  # the file shrank while being read
-            framed += handle.read()  # or grew
-    except OSError as exc:
-        raise BadImage(f"unreadable: {exc.strerror or exc}") from None
-    return framed
 
 
 def _check_jpeg_end(framed: bytearray) -> None:

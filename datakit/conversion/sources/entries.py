@@ -121,6 +121,8 @@ class SourceFolder:
             arrays): no classes, every entry's label -1, an unlabelled store.
         standalone_names: entries are named ``<store name>/<key>`` (an existing
             store's samples), not by paths under ``root``: shown as they are.
+        splits: the rows of each split converted, in order, for a source made of
+            splits (a Hugging Face ``DatasetDict``); empty for other sources.
     """
 
     root: str
@@ -137,6 +139,7 @@ class SourceFolder:
     payload_kind: str = ""
     unlabelled: bool = False
     standalone_names: bool = False
+    splits: dict[str, int] = field(default_factory=dict)
 
     def hidden_classes(self) -> list[str]:
         """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to

@@ -47,6 +47,9 @@ from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.folder import normalise_extensions
 from datakit.errors import LabelFileError, SourceError
 
+_SHOWN = 3
+"""Unmatched label-file paths named in the error of a file that matches nothing."""
+
 __all__ = ["MAX_PATH", "LabelRow", "LabelFile", "LabelledFolder", "read_label_file", "label_scan_rules",
            "labelled_folder", "labelled_entries", "sorted_classes", "class_order", "in_class_order"]
 
@@ -249,14 +252,17 @@ def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...
     """The source entries a label file names under ``root``, in the file's order.
 
     Images the file names need not exist: a missing one is skipped and
-    listed by the conversion, like a broken image. Images under ``root`` with
-    an image extension that the file does not name are counted as unlisted.
+    listed by the conversion, like a broken image. But a file none of whose
+    paths names a file under ``root`` is refused (the paths of another folder,
+    or with a prefix too many, ``photos/cat/1.jpg`` for ``cat/1.jpg``): it
+    would convert nothing. Images under ``root`` with an image extension that
+    the file does not name are counted as unlisted.
 
     In a multi-label file (:attr:`LabelFile.multi_label`) each entry's
     ``classes`` lists its classes.
 
     Raises:
-        SourceError: ``root`` is not a directory.
+        SourceError: ``root`` is not a directory, or the file names no file under it.
     """
     if not os.path.isdir(root):
         raise SourceError(f"{root} is not a directory")
@@ -269,7 +275,12 @@ def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...
         indices = tuple(sorted(positions[name] for name in row.labels))
         entries.append(SourceEntry(row.path, indices[0], indices if multi else ()))
     named = {row.path for row in label_file.rows}
-    unlisted = [path for path in _image_files(root, taken) if path not in named]
+    images = _image_files(root, taken)
+    found = set(images)
+    if not any(row.path in found or os.path.lexists(os.path.join(root, row.path)) for row in label_file.rows):
+        raise _matches_nothing(label_file, f"names a file under {root}", images,
+                               f"{root} holds no image file" if not images else "")
+    unlisted = [path for path in images if path not in named]
     return LabelledFolder(root, classes, entries, extensions=taken, class_order=class_order(classes),
                           label_file=label_file.path, unlisted=unlisted, multi_label=multi)
 
@@ -309,8 +320,14 @@ def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFol
 
     A name the source does not hold becomes an entry with no location, skipped
     and listed when read; entries the file does not name are counted as unlisted.
+
+    Raises:
+        SourceError: the file names no entry of ``source`` at all.
     """
     found = {entry.path: entry.location for entry in source.entries}
+    if not any(row.path in found for row in label_file.rows):
+        raise _matches_nothing(label_file, f"names an entry of {source.root}",
+                               [entry.path for entry in source.entries], "")
     classes = label_file.classes
     position = {name: label for label, name in enumerate(classes)}
     multi = label_file.multi_label
@@ -324,3 +341,14 @@ def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFol
                           class_order=class_order(classes), kind=source.kind, reader=source.reader,
                           rejected=source.rejected, label_file=label_file.path, unlisted=unlisted,
                           multi_label=multi)
+
+
+def _matches_nothing(label_file: LabelFile, what: str, names: list[str], instead: str) -> SourceError:
+    """The error for a label file none of whose paths ``what`` (names a file, an entry): its first
+    paths, and the first of ``names``, what they were compared against."""
+    rows = label_file.rows
+    listed = ", ".join(repr(row.path) for row in rows[:_SHOWN]) + (", ..." if len(rows) > _SHOWN else "")
+    against = instead or ("the names there are like " + ", ".join(repr(name) for name in names[:_SHOWN])
+                          + (", ..." if len(names) > _SHOWN else ""))
+    return SourceError(f"none of the {len(rows)} paths in {label_file.path} {what} ({listed}); {against}; "
+                       "the paths are relative to the source, /-separated")

@@ -63,12 +63,17 @@ class SourceChoice:
             WebDataset sample's ``.json`` label (``"label"``).
         store: the options of an existing store's import
             (:mod:`datakit.conversion.sources.foreign.layouts`).
+        image_root: the folder a Hugging Face dataset's image paths are read in
+            (:mod:`datakit.conversion.sources.hf_images`); the dataset's own by default.
+        splits: the splits of a Hugging Face ``DatasetDict`` to convert; all when empty.
     """
 
     kind: str | None = None
     image_column: str | None = None
     label_column: str | None = None
     store: StoreChoice = StoreChoice()
+    image_root: str | None = None
+    splits: tuple[str, ...] = ()
 
 
 def detect_kind(root: str, store: StoreChoice | None = None) -> str:
@@ -147,7 +152,7 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     label_file = read_label_file(labels) if labels is not None else None
     if kind in STORE_KINDS:
         given: dict[str, object] = {"extensions": extensions, "image_column": choice.image_column,
-                 "label_column": choice.label_column}
+                 "label_column": choice.label_column, "image_root": choice.image_root, "split": choice.splits}
         return scan_store(root, kind, choice.store, label_file, given)
     _check_choice(root, kind, choice, labels, extensions)
     if kind == "folder":
@@ -157,7 +162,8 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
         return folder, scan_rules(folder.extensions)
     column = None if label_file is not None else (choice.label_column or "label")
     if kind == "huggingface":
-        folder, rules = scan_huggingface(root, choice.image_column or "image", column)
+        folder, rules = scan_huggingface(root, choice.image_column or "image", column,
+                                         image_root=choice.image_root, splits=choice.splits)
     else:
         folder, rules = scan_webdataset(root, column)
     if label_file is None:
@@ -172,6 +178,7 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
         if value is not None:
             raise SourceError(f"{name} applies to existing stores (datakit's, the pickle recipe's, image "
                               f"LMDBs), not to {root} ({kind})")
+    _check_hf_only(root, kind, choice)
     given = {"image_column": choice.image_column, "label_column": choice.label_column}
     if kind == "folder":
         for name, value in given.items():
@@ -193,3 +200,16 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
             "{column} and {labels} both give the labels; choose one",
             column=option("label_column", choice.label_column),
             labels=Spelling("labels=FILE", "--labels FILE"))
+
+
+def _check_hf_only(root: str, kind: str, choice: SourceChoice) -> None:
+    """Refuse ``image_root`` and ``split`` for a source that is no Hugging Face dataset; check
+    that an image root is a folder."""
+    given = {"image_root": Spelling("image_root=", "--image-root"), "split": Spelling("split=", "--split")}
+    for name, value in (("image_root", choice.image_root), ("split", choice.splits)):
+        if value and kind != "huggingface":
+            raise SourceError.advising("{option} applies to Hugging Face datasets, not to {root} ({kind})",
+                                       option=given[name], root=root, kind=kind)
+    if choice.image_root is not None and not os.path.isdir(choice.image_root):
+        raise SourceError.advising("{option} is not a folder; name the folder the dataset's image paths are "
+                                   "relative to", option=option("image_root", choice.image_root))
