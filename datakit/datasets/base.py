@@ -40,7 +40,7 @@ from datakit.datasets.samples import (
     planes_into,
     record_label,
 )
-from datakit.errors import CorruptRecordError
+from datakit.errors import CorruptRecordError, ReadOnlyAttributeError
 from datakit.loader.batchpath import BatchSteps
 from datakit.loader.collate import default_collate
 from datakit.manifest import Manifest
@@ -151,7 +151,26 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """``(path, label)`` per sample, read from the store on access (see :class:`SamplePaths`)."""
         return self._path_lookup().samples
 
-    imgs = samples
+    @samples.setter
+    def samples(self, value: object) -> None:
+        raise self._read_only("samples")
+
+    @property
+    def imgs(self) -> SamplePaths:
+        """The same sequence as :attr:`samples`, by ``ImageFolder.imgs``'s name."""
+        return self.samples
+
+    @imgs.setter
+    def imgs(self, value: object) -> None:
+        raise self._read_only("imgs")
+
+    def _read_only(self, name: str) -> ReadOnlyAttributeError:
+        """``samples`` and ``imgs`` are views of the store: there is no list to assign to."""
+        return ReadOnlyAttributeError(
+            f"{type(self).__name__}.{name} is read-only: it is read from the store "
+            f"({self.spec.describe()}) on access, not held as a list that could be replaced. "
+            "For fewer or reordered samples use torch.utils.data.Subset(dataset, indices); "
+            "for other files, convert them into a store of their own")
 
     def source_path(self, index: int) -> str:
         """The path of the file sample ``index`` was converted from (under the manifest's ``source``)."""
