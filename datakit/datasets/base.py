@@ -287,9 +287,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """``default_collate``, then this dataset's MixUp/CutMix if its pipeline has them.
 
         For torch's own ``DataLoader(dataset, collate_fn=dataset.collate_fn)``;
-        :class:`datakit.DataLoader` mixes batches itself.
+        :class:`datakit.DataLoader` mixes batches itself. Once it is taken, reads
+        no longer warn that MixUp/CutMix is left out.
         """
-        return self._fused.collate if self._fused is not None else default_collate
+        return self._fused.collate_fn() if self._fused is not None else default_collate
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = parse_record(data, position, self.manifest, self.targets)
