@@ -29,6 +29,7 @@ from typing import Any
 
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreSpec
+from datakit.torchvision_status import torchvision_problem
 
 __all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps",
            "counted_epochs", "torchvision_problem"]
@@ -255,15 +256,6 @@ def counted_epochs(epochs: int) -> str:
     return f"epochs 2 to {epochs} (after the first)"
 
 
-def torchvision_problem() -> str | None:
-    """Why torchvision's ``transforms.v2`` does not import here (``"ExcType: message"``), or ``None``."""
-    try:
-        from torchvision.transforms import v2  # noqa: F401
-    except Exception as exc:  # absent, or a build that does not import beside this torch
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
 def baseline_transform(pipeline: str) -> tuple[Any, str]:
     """The transform torch's loader runs for ``pipeline``, and what it is, in words.
 
@@ -284,9 +276,8 @@ def _baseline_fields(pipeline: str) -> dict[str, Any]:
     """What torch's loader ran, for the result: the help promises torchvision, so say when it was not."""
     problem = torchvision_problem()
     note = None if problem is None else (
-        f"torchvision does not import here ({problem}): torch's loader ran datakit.vision's operations "
-        "unfused on tensors in its place, not torchvision's transforms.v2 on PIL images; install "
-        "torchvision to compare against it")
+        "torch's loader ran datakit.vision's operations unfused on tensors, in place of torchvision's "
+        f"transforms.v2 on PIL images: {problem}")
     return {"baseline": baseline_transform(pipeline)[1], "baseline_is_torchvision": problem is None,
             "baseline_note": note}
 
