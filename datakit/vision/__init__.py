@@ -52,6 +52,10 @@ _EXPORTS: dict[str, str] = {
     "AutoAugmentPolicy": "datakit.vision.augment.policies",
     "RandAugment": "datakit.vision.augment.policies",
     "TrivialAugmentWide": "datakit.vision.augment.policies",
+    "PILToTensor": "datakit.vision.conversions",
+    "ToDtype": "datakit.vision.conversions",
+    "ToImage": "datakit.vision.conversions",
+    "ToPureTensor": "datakit.vision.conversions",
     "FusedDecoder": "datakit.vision.fused",
     "FusedPlan": "datakit.vision.fused",
     "compile_transform": "datakit.vision.fused",
@@ -82,6 +86,7 @@ __all__ = [
     "InterpolationMode",
     "MixUp",
     "Normalize",
+    "PILToTensor",
     "RandAugment",
     "RandomAdjustSharpness",
     "RandomAffine",
@@ -100,6 +105,9 @@ __all__ = [
     "Recipe",
     "Resize",
     "SampleOp",
+    "ToDtype",
+    "ToImage",
+    "ToPureTensor",
     "Transform",
     "TrivialAugmentWide",
     "compile_recipe",
@@ -130,6 +138,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         RandAugment,
         TrivialAugmentWide,
     )
+    from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
     from datakit.vision.fused import FusedDecoder, FusedPlan, compile_transform
     from datakit.vision.recipe import Recipe, compile_recipe
     from datakit.vision.transforms import (
