@@ -1,18 +1,22 @@
 """The main job on an embedded default: generate, convert, inspect, load.
 
-Generates a small image folder (``demo-data/images``), converts it to an LMDB
-store (``demo-data/images.lmdb``), prints the store's summary and verifies
-it, then reads one epoch through ``datakit.DataLoader`` and prints samples/s.
+Generates a small image folder (``images``), converts it to an LMDB store
+(``images.lmdb``), prints the store's summary and verifies it, then reads one
+epoch through ``datakit.DataLoader`` and prints samples/s. It works in a
+temporary folder that it deletes at the end; ``--output DIR`` keeps the
+images, the store and ``preview.png`` in ``DIR`` (a rerun replaces them).
 
-    bash scripts/demo.sh            # sets up .venv, then runs this
+    bash scripts/demo.sh            # sets up .venv, then runs this with --output demo-data
     python examples/quickstart.py --images 5000 --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import tempfile
 import time
 
 import datakit
@@ -22,15 +26,26 @@ from datakit.synthetic import make_image_folder
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="datakit quick start on generated images")
-    parser.add_argument("--root", default="demo-data", help="where to put the images and the store")
+    parser.add_argument("--output", "--root", metavar="DIR", default=None,
+                        help="keep the images, the store and the preview here (default: a temporary "
+                             "folder, deleted at the end)")
     parser.add_argument("--images", type=int, default=2000, help="images to generate")
     parser.add_argument("--workers", type=int, default=2, help="loader worker processes")
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
+    with (contextlib.nullcontext(args.output) if args.output else
+          tempfile.TemporaryDirectory(prefix="datakit-quickstart-")) as root:
+        run(root, args)
+    if not args.output:
+        print(f"(the files were in {root}, now deleted; --output DIR keeps them)")
 
-    images = os.path.join(args.root, "images")
-    store = os.path.join(args.root, "images.lmdb")
-    shutil.rmtree(args.root, ignore_errors=True)
+
+def run(root: str, args: argparse.Namespace) -> None:
+    images = os.path.join(root, "images")
+    store = os.path.join(root, "images.lmdb")
+    preview = os.path.join(root, "preview.png")
+    for earlier in (images, store):  # a previous run's, in --output DIR: replaced, nothing else touched
+        shutil.rmtree(earlier, ignore_errors=True)
     classes = ["airplane", "bicycle", "cat", "dog", "tree"]
     make_image_folder(images, classes=classes, per_class=max(1, args.images // len(classes)), size=(96, 96))
     print(f"1. generated {args.images} JPEGs in {images}/<class>/")
@@ -39,7 +54,7 @@ def main() -> None:
     print(f"2. converted: {report.written} images, {human_bytes(report.bytes_written)}, "
           f"{report.images_per_second:.0f} images/s, {len(report.skipped)} skipped -> {store}")
 
-    summary = datakit.inspect(store, verify=True, preview=os.path.join(args.root, "preview.png"))
+    summary = datakit.inspect(store, verify=True, preview=preview)
     print(f"3. inspected: {summary['length']} records in {len(summary['classes'])} classes, "
           f"verify {'ok' if summary['verify']['ok'] else 'FAILED'}, preview at {summary['preview']}")
 
@@ -51,7 +66,6 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     print(f"4. loaded one epoch: {seen} samples in {elapsed:.2f} s = {seen / elapsed:.0f} samples/s "
           f"(batch {args.batch_size}, {args.workers} workers)")
-
 
 if __name__ == "__main__":
     main()
