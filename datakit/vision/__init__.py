@@ -24,6 +24,7 @@ the table and the measurements).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 # public name -> module that defines it: imported on first use, so that the JPEG binding
@@ -156,6 +157,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
+        # a submodule (``datakit.vision.jpeg.RegionDecoder``), whether or not something imported it already
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module 'datakit.vision' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
