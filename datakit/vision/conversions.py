@@ -161,9 +161,11 @@ class ToDtype(Transform):
         self.scale = bool(scale)
 
     def __call__(self, image: Any) -> Any:
-        if not isinstance(image, torch.Tensor):
-            return image  # PIL images and other values, as torchvision passes them through
-        return to_dtype(image, self.dtype, self.scale)
+        if not isinstance(image, torch.Tensor) or not (
+                _is_pure(image) or type(image).__name__ in ("Image", "Video")):
+            return image  # PIL images, boxes, masks..., as torchvision passes them through
+        converted = to_dtype(image, self.dtype, self.scale)
+        return converted if _is_pure(image) else converted.as_subclass(type(image))  # an Image stays one
 
     def __repr__(self) -> str:
         return f"ToDtype(dtype={self.dtype}, scale={self.scale})"

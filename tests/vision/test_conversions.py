@@ -101,6 +101,21 @@ def test_called_directly_todtype_does_what_torchvisions_does(v2, dtype, scale):
         assert_same(T.ToDtype(dtype, scale=scale)(picture), theirs, where)
 
 
+def test_on_torchvisions_tensors_they_do_what_torchvisions_do(v2):
+    from torchvision import tv_tensors
+
+    image = tv_tensors.Image(torch.arange(12, dtype=torch.uint8).view(3, 2, 2))
+    mask = tv_tensors.Mask(torch.ones(2, 2, dtype=torch.uint8))
+    for name, op, reference in (("ToDtype", T.ToDtype(torch.float32, scale=True),
+                                 v2.ToDtype(torch.float32, scale=True)),
+                                ("ToPureTensor", T.ToPureTensor(), v2.ToPureTensor()),
+                                ("ToImage", T.ToImage(), v2.ToImage())):
+        for value in (image, mask):
+            ours, theirs = op(value), reference(value)
+            assert type(ours) is type(theirs), (name, type(value).__name__, type(ours), type(theirs))
+            assert ours.dtype == theirs.dtype and torch.equal(plain(ours), plain(theirs)), name
+
+
 def test_todtype_refuses_what_it_cannot_do_in_words():
     with pytest.raises(ValueError, match="dtype must be a torch.dtype"):
         T.ToDtype("float32")  # type: ignore[arg-type]
