@@ -144,15 +144,16 @@ def compile_recipe(transform: object) -> Recipe | None:
         return None
     kept, dropped = _acting_steps(list(transform.transforms) if isinstance(transform, Compose)
                                   else [transform])
-    prefix = _fusable_prefix([step.op for step in kept])
-    fused = compile_transform(Compose([step.op for step in kept[:prefix]])) if prefix else FusedPlan()
+    prefix = _fusable_prefix([op for _, op in kept])
+    fused = compile_transform(Compose([op for _, op in kept[:prefix]])) if prefix else FusedPlan()
     assert fused is not None
     pixel: list[Step] = []
     floats: list[Step] = []
     batch: list[Step] = []
     normalize: Normalize | ToDtype | None = None
-    for step in kept[prefix:]:
-        op, position = step.op, step.position
+    for key in range(prefix, len(kept)):
+        position, op = kept[key]
+        step = Step(key, op)  # keyed on its place among the steps that act (see _acting_steps)
         if isinstance(op, BatchOp):
             batch.append(step)
         elif _makes_floats(op) and normalize is None:
@@ -170,19 +171,19 @@ def _makes_floats(op: object) -> TypeGuard[Normalize | ToDtype]:
     return isinstance(op, Normalize) or (isinstance(op, ToDtype) and op.dtype.is_floating_point)
 
 
-def _acting_steps(steps: Sequence[Any]) -> tuple[list[Step], list[Step]]:
-    """The steps that change the pipeline's tensors, and those dropped as no-ops
-    (:mod:`datakit.vision.conversions`).
+def _acting_steps(steps: Sequence[Any]) -> tuple[list[tuple[int, Any]], list[Step]]:
+    """The steps that change the pipeline's tensors (with their positions in the ``Compose``), and
+    those dropped as no-ops (:mod:`datakit.vision.conversions`).
 
     The pixels are uint8 from the decode until ``Normalize`` (float32) or a
     ``ToDtype``; a ``ToDtype`` to the dtype they have then is a no-op, and
     ``ToDtype(float32, scale=True)`` right before ``Normalize`` is what
     datakit's ``Normalize`` does on uint8 by itself. A kept step's position
     (part of its random key) counts kept steps only, so that a pipeline draws
-    the same with or without the conversions; a dropped one keeps its place
-    in the ``Compose``, for :meth:`Recipe.describe`.
+    the same with or without the conversions; messages name positions in the
+    ``Compose``.
     """
-    kept: list[Step] = []
+    kept: list[tuple[int, Any]] = []
     dropped: list[Step] = []
     dtype = torch.uint8
     for position, op in enumerate(steps):
@@ -190,7 +191,7 @@ def _acting_steps(steps: Sequence[Any]) -> tuple[list[Step], list[Step]]:
         if is_no_op(op, dtype) or (dtype == torch.uint8 and folds_into(op, following)):
             dropped.append(Step(position, op))
             continue
-        kept.append(Step(len(kept), op))
+        kept.append((position, op))
         if isinstance(op, Normalize):
             dtype = torch.float32
         elif isinstance(op, ToDtype):

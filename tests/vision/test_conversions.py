@@ -196,3 +196,10 @@ def test_sample_by_sample_the_dataset_converts_as_the_batch_does(store):
     pixels, _ = datakit.LMDBDataset(store, transform=T.Compose([T.CenterCrop(SIZE)]))[2]
     assert image.dtype == torch.float32 and torch.equal(image, pixels.float().mul_(1.0 / 255))
     assert np.isclose(float(image.max()), float(pixels.max()) / 255)
+
+
+def test_a_misplaced_step_is_named_at_its_place_in_the_compose():
+    pipeline = T.Compose([T.ToImage(), T.RandomResizedCrop(SIZE), T.MixUp(alpha=0.2, num_classes=2),
+                          T.ToPureTensor(), T.RandomErasing(0.5)])
+    with pytest.raises(ValueError, match=r"RandomErasing\(.*\) at position 4 comes after MixUp"):
+        T.compile_recipe(pipeline)
