@@ -91,10 +91,13 @@ def _shards_and_datasets(root: Path) -> None:
                  for n, (image, label) in enumerate(zip(images, labels, strict=True))])
     if importlib.util.find_spec("datasets") is None:
         return
+    from datasets import DatasetDict
+
     from tests.source_builders import hf_dataset, save_quietly
 
     rows = hf_dataset(images, labels, class_names=["ant", "bee"])
-    save_quietly(rows, root / "hf_dir")
+    test = hf_dataset(images[:2], labels[:2], class_names=["ant", "bee"])
+    save_quietly(DatasetDict({"train": rows, "test": test}), root / "hf_dir")
     (root / "parquet_dir").mkdir()
     rows.to_parquet(str(root / "parquet_dir" / "train.parquet"))
 

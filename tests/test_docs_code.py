@@ -230,7 +230,6 @@ def test_every_page_with_code_has_its_blocks_collected():
     pages = {block.page for block in BLOCKS}
     assert "README.md" in pages and any(page.startswith("docs/") for page in pages), pages
     assert all(block.language in RUN for block in BLOCKS)
-    assert not any(block.page == "docs/format.md" for block in BLOCKS)  # its ```json and ``` are samples
 
 
 @pytest.mark.integration
