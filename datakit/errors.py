@@ -38,6 +38,7 @@ __all__ = [
     "StoreUnavailableError",
     "StoreBusyError",
     "ErrorBudgetExhausted",
+    "ReadOnlyAttributeError",
     "DatakitWarning",
 ]
 
@@ -206,3 +207,12 @@ class DatakitWarning(UserWarning):
 
 class StoreBusyError(StoreError):
     """Another conversion is writing the store now; a second writer would corrupt it."""
+
+
+class ReadOnlyAttributeError(DatakitError, AttributeError):
+    """An attribute that datakit reads from the store (``dataset.samples``) was assigned.
+
+    An ``AttributeError`` too, as Python's own read-only attributes raise, so
+    that code that tries and falls back keeps working; the message names the
+    attribute and says why it cannot be set.
+    """

@@ -83,7 +83,7 @@ def test_whether_torchvision_imports_is_asked_of_a_fresh_process_as_the_runs_are
     """The runs import torchvision afresh: a torchvision this process loaded through the suite's guard
     must not make bench plan a torchvision run that then fails (``operator torchvision::nms does not
     exist``) in each spawned child."""
-    from datakit.tools.benchmark import torchvision_problem
+    from datakit.tools.torchvision_status import torchvision_problem
 
     torchvision_or_skip()  # this process has it now
     fresh = subprocess.run([sys.executable, "-c", "import torchvision.transforms.v2"], capture_output=True,

@@ -40,7 +40,7 @@ from datakit.datasets.samples import (
     planes_into,
     record_label,
 )
-from datakit.errors import CorruptRecordError
+from datakit.errors import CorruptRecordError, ReadOnlyAttributeError
 from datakit.format.manifest import Manifest, source_spans
 from datakit.loader.transport.collate import default_collate
 from datakit.loader.workers.batch_contract import BatchSteps
@@ -153,7 +153,26 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """``(path, label)`` per sample, read from the store on access (see :class:`SamplePaths`)."""
         return self._path_lookup().samples
 
-    imgs = samples
+    @samples.setter
+    def samples(self, value: object) -> None:
+        raise self._read_only("samples")
+
+    @property
+    def imgs(self) -> SamplePaths:
+        """The same sequence as :attr:`samples`, by ``ImageFolder.imgs``'s name."""
+        return self.samples
+
+    @imgs.setter
+    def imgs(self, value: object) -> None:
+        raise self._read_only("imgs")
+
+    def _read_only(self, name: str) -> ReadOnlyAttributeError:
+        """``samples`` and ``imgs`` are views of the store: there is no list to assign to."""
+        return ReadOnlyAttributeError(
+            f"{type(self).__name__}.{name} is read-only: it is read from the store "
+            f"({self.spec.describe()}) on access, not held as a list that could be replaced. "
+            "For fewer or reordered samples use torch.utils.data.Subset(dataset, indices); "
+            "for other files, convert them into a store of their own")
 
     def source_path(self, index: int) -> str:
         """The path of the file sample ``index`` was converted from (under the ``source`` of the
@@ -271,9 +290,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """``default_collate``, then this dataset's MixUp/CutMix if its pipeline has them.
 
         For torch's own ``DataLoader(dataset, collate_fn=dataset.collate_fn)``;
-        :class:`datakit.DataLoader` mixes batches itself.
+        :class:`datakit.DataLoader` mixes batches itself. Once it is taken, reads
+        no longer warn that MixUp/CutMix is left out.
         """
-        return self._fused.collate if self._fused is not None else default_collate
+        return self._fused.collate_fn() if self._fused is not None else default_collate
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = parse_record(data, position, self.manifest, self.targets)

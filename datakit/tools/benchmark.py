@@ -20,13 +20,10 @@ moment of the machine, and medians are reported. ``datakit bench`` prints it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import multiprocessing
 import resource
 import signal
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -36,6 +33,7 @@ from typing import Any
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreSpec
 from datakit.tools.bench_contenders import CEILING, compare, contenders, drop_pixels, tensor_backend_transform
+from datakit.tools.torchvision_status import torchvision_problem
 
 __all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps",
            "counted_epochs", "torchvision_problem"]
@@ -262,27 +260,6 @@ def counted_epochs(epochs: int) -> str:
     return f"epochs 2 to {epochs} (after the first)"
 
 
-@functools.lru_cache(maxsize=1)
-def torchvision_problem() -> str | None:
-    """Why torchvision's ``transforms.v2`` does not import in a fresh interpreter (``"ExcType: message"``),
-    or ``None``.
-
-    Asked of a new process, not this one: the benchmark's loaders run in spawned
-    processes, which import torchvision afresh, and this process may have
-    imported it in a way they cannot (a test's guard around a mismatched build).
-    """
-    code = ("try:\n    from torchvision.transforms import v2\n"
-            "except Exception as exc:\n    print(f'{type(exc).__name__}: {exc}')")
-    try:
-        found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    problem = found.stdout.strip()
-    if found.returncode != 0 and not problem:
-        problem = f"the import exited with status {found.returncode}"
-    return problem or None
-
-
 def baseline_transform(pipeline: str) -> tuple[Any, str]:
     """The transform torch's loader runs for ``pipeline``, and what it is, in words.
 
@@ -303,9 +280,8 @@ def _baseline_fields(pipeline: str) -> dict[str, Any]:
     """What torch's loader ran, for the result: the help promises torchvision, so say when it was not."""
     problem = torchvision_problem()
     note = None if problem is None else (
-        f"torchvision does not import here ({problem}): torch's loader ran datakit.vision's operations "
-        "unfused on tensors in its place, not torchvision's transforms.v2 on PIL images; install "
-        "torchvision to compare against it")
+        "torch's loader ran datakit.vision's operations unfused on tensors, in place of torchvision's "
+        f"transforms.v2 on PIL images: {problem}")
     return {"baseline": baseline_transform(pipeline)[1], "baseline_is_torchvision": problem is None,
             "baseline_note": note}
 
