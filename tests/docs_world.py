@@ -137,7 +137,7 @@ def presumed(page: str, code: str, home: Path) -> dict[str, Any]:
                                                                       T.RandomHorizontalFlip()]))
 
     names: dict[str, Any] = {"__name__": "__docs__"}
-    if page == "README.md":  # every block after the first continues the quick start
+    if page in ("README.md", "docs/datasets.md"):  # blocks that continue the README's quick start
         names.update(datakit=datakit, torch=torch, dataset=dataset(), model=torch.nn.Linear(4, 2))
     elif page == "docs/loader.md":
         names.update(dataset=dataset())
