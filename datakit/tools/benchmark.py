@@ -268,7 +268,7 @@ def baseline_transform(pipeline: str) -> tuple[Any, str]:
     unfused).
     """
     if torchvision_problem() is not None:
-        from datakit import vision
+        import datakit.vision as vision
 
         return vision.Compose(pipeline_steps(pipeline, vision)).__call__, "datakit.vision unfused, on tensors"
     from torchvision.transforms import v2
@@ -287,23 +287,23 @@ def _baseline_fields(pipeline: str) -> dict[str, Any]:
 
 
 def _dataset(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Any:
-    import datakit
+    from datakit.datasets import StoreDataset
 
     if settings.pipeline is None:
-        return datakit.StoreDataset(spec, output=settings.output)  # type: ignore[arg-type]
+        return StoreDataset(spec, output=settings.output)  # type: ignore[arg-type]
     if loader_name == CEILING:  # decoded whole, nothing else (the pixels stay in the workers)
-        return datakit.StoreDataset(spec, output="numpy")
+        return StoreDataset(spec, output="numpy")
     if loader_name == "torch-tensor":
         from torchvision.transforms import v2
 
         transform = tensor_backend_transform(pipeline_steps(settings.pipeline, v2))
-        return datakit.StoreDataset(spec, output="pil", transform=transform)
+        return StoreDataset(spec, output="pil", transform=transform)
     if loader_name == "torch":
         transform, _ = baseline_transform(settings.pipeline)
-        return datakit.StoreDataset(spec, output="pil", transform=transform)
-    from datakit import vision
+        return StoreDataset(spec, output="pil", transform=transform)
+    import datakit.vision as vision
 
-    return datakit.StoreDataset(spec, transform=vision.Compose(pipeline_steps(settings.pipeline, vision)))
+    return StoreDataset(spec, transform=vision.Compose(pipeline_steps(settings.pipeline, vision)))
 
 
 class _Teller:
@@ -331,10 +331,10 @@ def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings, stop: A
     """One run of one loader; ``None`` when ``stop`` was set (checked between batches)."""
     import torch
 
-    import datakit
+    from datakit.loader.dataloader import DataLoader
 
     dataset = _dataset(loader_name, spec, settings)
-    loader_class: Any = datakit.DataLoader if loader_name == "datakit" else torch.utils.data.DataLoader
+    loader_class: Any = DataLoader if loader_name == "datakit" else torch.utils.data.DataLoader
     options: dict[str, Any] = {"collate_fn": drop_pixels} if loader_name == CEILING else {}
     loader = loader_class(dataset, batch_size=settings.batch_size, shuffle=settings.shuffle,
                           num_workers=settings.workers, persistent_workers=settings.workers > 0,
