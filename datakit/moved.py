@@ -10,20 +10,25 @@ name with the module at its new one: one module object under two names, so
 ``isinstance`` checks and monkeypatching see the same classes. The stages of
 ``datakit.convert`` are not among them: ``datakit.convert`` is the function
 only, and its stages were never a public path (they live in
-:mod:`datakit.conversion`); nor is ``datakit.loader.epochs``, now the name of
-the resume room (its old contents are :mod:`datakit.loader.epochs`).
-Nothing is imported until an old name is.
+:mod:`datakit.conversion`). ``datakit.loader.resume`` is now the name of the
+resume room; its old module's names (``EpochKeeper``, ...) are given from
+:mod:`datakit.loader.epochs` by the room itself. Nothing is imported until an
+old name is, and the finder uses only what the interpreter has loaded at start
+(``importlib.abc`` would pull ``tempfile``, ``shutil`` and ``random`` into
+every ``import datakit``).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
-import importlib.util
 import sys
 import warnings
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 __all__ = ["MOVED", "install_moved_modules"]
 
@@ -77,14 +82,15 @@ MOVED: dict[str, str] = {
 """Old module name -> the module's name now."""
 
 
-class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds an old module name and loads it as the module at its new name."""
+class _MovedModuleFinder:
+    """Finds an old module name and loads it as the module at its new name (a meta path finder and
+    its loader, by the protocol ``importlib`` calls)."""
 
     def find_spec(self, fullname: str, path: object = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        return importlib.machinery.ModuleSpec(fullname, cast("Loader", self))
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         new = MOVED[spec.name]

@@ -10,6 +10,7 @@ imported whatever they import.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -97,7 +98,33 @@ def test_import_datakit_imports_neither_torch_nor_a_stage():
     assert result.returncode == 0 and result.stdout.strip() == "[]", (result.stdout, result.stderr)
 
 
+def test_import_datakit_imports_no_more_of_the_standard_library_than_it_needs():
+    """``import datakit`` (and every ``datakit`` command) stays as fast as before the rooms: the old
+    import paths' finder must not pull in ``importlib.abc`` and, through it, ``tempfile``, ``shutil``,
+    ``random``, ``bz2``, ``lzma``."""
+    code = ("import sys\nbefore = set(sys.modules)\nimport datakit\n"
+            "print(sorted(name for name in set(sys.modules) - before if not name.startswith('datakit')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    added = set(ast.literal_eval(result.stdout.strip()))
+    heavy = {"importlib.abc", "importlib.resources", "tempfile", "shutil", "random", "bz2", "lzma"}
+    assert not added & heavy, sorted(added & heavy)
+    assert len(added) <= 12, sorted(added)
+
+
 def test_the_package_module_is_a_plain_module():
     import datakit
 
     assert type(datakit) is types.ModuleType
+
+
+def test_the_old_resume_modules_names_come_from_the_epochs_module_with_a_warning():
+    from datakit.loader import epochs
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from datakit.loader.resume import EpochKeeper
+    assert EpochKeeper is epochs.EpochKeeper
+    assert any("datakit.loader.epochs" in str(w.message) for w in caught)
+    with pytest.raises(ImportError):
+        from datakit.loader.resume import NotAName  # noqa: F401
