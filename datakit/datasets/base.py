@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,8 +40,11 @@ from datakit.datasets.samples import (
     planes_into,
     record_label,
 )
+from datakit.datasets.shapes import check_field_transforms, field_samples
 from datakit.errors import CorruptRecordError
+from datakit.format.fields.schema import Schema
 from datakit.format.manifest import Manifest
+from datakit.format.records import Record
 from datakit.loader.transport.collate import default_collate
 from datakit.loader.workers.batch_contract import BatchSteps
 from datakit.stores import resolve_store
@@ -75,6 +78,19 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         max_errors: with ``"skip"``, how many corrupt records each process may
             skip before :class:`~datakit.errors.ErrorBudgetExhausted` is raised;
             a store that is badly damaged should stop training, not be hidden.
+        fields: the fields each sample holds, by name (a field store's
+            samples are dicts; ``None``: all of its fields). A classification
+            store gives ``(image, label)`` pairs unless ``fields`` is given.
+        target_format: ``"torchvision-detection"`` gives torchvision's
+            ``(image, target)`` pairs (:mod:`datakit.datasets.detection`).
+        target_keys: with ``target_format``, the keys of each target (as
+            torchvision's ``wrap_dataset_for_transforms_v2``: a set, or ``"all"``).
+        transforms: applied to each whole sample (a dict, or ``(image,
+            target)``), as torchvision's ``transforms`` of its detection
+            datasets; ``transform`` applies to the image alone.
+        field_transforms: a callable per field name applied to that field's
+            value where the sample is read (a tokenizer on a caption, in the
+            loader's workers).
         **store_options: backend options for a location, such as
             ``collection="train"`` for a MongoDB URI; they reach
             :func:`~datakit.stores.resolve_store` as one mapping.
@@ -104,6 +120,12 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         output: Output = "pil",
         on_error: OnError = "raise",
         max_errors: int = 10,
+        *,
+        fields: Sequence[str] | None = None,
+        target_format: str | None = None,
+        target_keys: Collection[str] | str | None = None,
+        transforms: Callable[[Any], Any] | None = None,
+        field_transforms: Mapping[str, Callable[[Any], Any]] | None = None,
         **store_options: Any,
     ) -> None:
         if output not in OUTPUTS:
@@ -124,6 +146,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             self.targets: np.ndarray = reader.labels()
         self.classes: list[str] = list(self.manifest.classes)
         self.class_to_idx: dict[str, int] = {name: label for label, name in enumerate(self.classes)}
+        self.fields: Schema = self.manifest.sample_fields
+        self.transforms = transforms
+        self._shapes = field_samples(self.fields, fields, target_format, target_keys, field_transforms)
+        check_field_transforms(self.fields, self._shapes, self._fused, target_transform)
         self._reading = RecordReading(self.spec, self.manifest.length)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 
@@ -191,24 +217,48 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         if self._fused is not None:  # the per-sample steps, over the batch at once
             where = [position for position, _, _ in loaded]
             images = self._fused.samples([pixels for _, pixels, _ in loaded], where)
-            loaded = [(image, label) for image, (_, _, label) in zip(images, loaded, strict=True)]
+            rests = [rest for _, _, rest in loaded]
+            loaded = [self._with_image(image, rest) for image, rest in zip(images, rests, strict=True)]
+        if self._shapes is not None:
+            loaded = [self._shapes.finish(sample) for sample in loaded]
         if self.target_transform is not None:
             loaded = [(sample, self.target_transform(label)) for sample, label in loaded]
+        if self.transforms is not None:
+            loaded = [self.transforms(sample) for sample in loaded]
         return loaded
 
-    def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
+    def _with_image(self, image: torch.Tensor, rest: Any) -> Any:
+        """A fused sample: its image and its label, or its fields with the image put in."""
+        if self._shapes is None:
+            return (image, rest)
+        rest[self._shapes.image_key] = image
+        return rest
+
+    def _sample(self, position: int, data: bytes) -> Any:
         key, record = parse_record(data, position, self.manifest, self.targets)
+        if self._shapes is not None:
+            label = record_label(record, position, self.manifest, self.targets)
+            return self._shapes.decode(record, key, label, self._image)
         sample = decode_payload(record, key, self.output)
         if self.transform is not None:
             sample = self.transform(sample)
         return sample, record_label(record, position, self.manifest, self.targets)
 
+    def _image(self, record: Record, key: str) -> Any:
+        """An image of a field sample: decoded as ``output`` says, then ``transform``."""
+        image = decode_payload(record, key, self.output)
+        return image if self.transform is None else self.transform(image)
+
     def _decode_fused(self, position: int, data: bytes) -> tuple[int, torch.Tensor, Any]:
-        """Where the sample came from (a skipped record's replacement), its fused pixels, its label."""
+        """Where the sample came from (a skipped record's replacement), its fused pixels, its label
+        (or the rest of its fields)."""
         assert self._fused is not None
         key, record = parse_record(data, position, self.manifest, self.targets)
         pixels = checked_decode(key, self._fused.decode_sample, record, position)
-        return position, pixels, record_label(record, position, self.manifest, self.targets)
+        label = record_label(record, position, self.manifest, self.targets)
+        if self._shapes is None:
+            return position, pixels, label
+        return position, pixels, self._shapes.decode(record, key, label, _no_image)
 
     # Batch-native reading: decoding straight into a batch the loader preallocated.
 
@@ -220,6 +270,8 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         building, collating and pickling one tensor per sample; see
         :func:`datakit.datasets.batch_reading.batch_sample_shape` for when.
         """
+        if self._shapes is not None:
+            return None  # dicts of fields, or detection pairs: collated the ordinary way
         return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
                                   self.target_transform)
 
@@ -298,6 +350,11 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
         return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
                 f"{len(self.classes)} classes, {produces})")
+
+
+def _no_image(record: Record, key: str) -> None:
+    """The primary image of a fused sample: decoded by the fused pipeline instead, and put in after."""
+    return None
 
 
 def _positions(indices: Sequence[int], length: int) -> list[int]:

@@ -12,6 +12,7 @@ scheme instead of enumerating it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -28,7 +29,10 @@ from datakit.format.bounds import (
     check_pixel_floor,
     check_size_range,
 )
+from datakit.format.fields.base import FieldError
+from datakit.format.fields.schema import Schema
 from datakit.format.records import (
+    FIELDS_VERSION,
     MULTI_LABEL_VERSION,
     SINGLE_LABEL_VERSION,
     PayloadKind,
@@ -170,6 +174,13 @@ class Manifest:
     appends: list[dict[str, Any]] = field(default_factory=list)
     class_order: str = "text"
     source_kind: str = "folder"
+    schema: list[dict[str, Any]] = field(default_factory=list)
+
+    @functools.cached_property
+    def sample_fields(self) -> Schema:
+        """The samples' fields (:mod:`datakit.format.fields`): the manifest's ``schema``, or for a store
+        written before fields existed an image and its label."""
+        return Schema.from_json(self.schema) if self.schema else Schema.classification()
 
     @property
     def multi_label(self) -> bool:
@@ -206,6 +217,7 @@ class Manifest:
             raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
                              f"is {manifest.length}")
         _check_consistent(manifest, where)
+        _check_schema(manifest, where)
         _check_numbers(manifest, where)
         return manifest
 
@@ -239,6 +251,24 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
         raise StoreError(f"{where}: the manifest counts fewer than no omitted skipped files")
     if manifest.keys != {"scheme": "index", "digits": KEY_DIGITS}:
         raise StoreError(f"{where}: unknown key scheme {manifest.keys!r} in the manifest")
+
+
+def _check_schema(manifest: Manifest, where: str) -> None:
+    """The schema parses, and agrees with the format version and the labels."""
+    if not manifest.schema:
+        if manifest.format_version >= FIELDS_VERSION:
+            raise StoreError(f"{where}: a manifest of format version {manifest.format_version} declares its "
+                             "fields ('schema'); this one has none")
+        return
+    try:
+        schema = Schema.from_json(manifest.schema)
+    except FieldError as exc:
+        raise StoreError(f"{where}: manifest field 'schema': {exc}") from None
+    if not schema.is_classification and manifest.format_version < FIELDS_VERSION:
+        raise StoreError(f"{where}: a store with fields beyond an image and a label has format version "
+                         f"{FIELDS_VERSION}, not {manifest.format_version}")
+    if schema.label is None and manifest.classes:
+        raise StoreError(f"{where}: the manifest lists classes, but its schema has no label field")
 
 
 def check_stats(stats: Stats, where: str) -> None:
@@ -317,8 +347,8 @@ _JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[in
                "list[dict[str, Any]]": list}
 
 
-_ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
-                          "quality", "label_file", "unlisted", "label_kind", "appends",
+_ADDED_LATER = frozenset({"schema", "exif_oriented", "high_bit_depth", "exif_transpose", "downscaled",
+                          "max_side", "quality", "label_file", "unlisted", "label_kind", "appends",
                           "class_order", "source_kind"})
 """Fields a store written by an earlier datakit lacks; their defaults apply."""
 
@@ -353,7 +383,7 @@ def _build(cls: type[_Built], data: Any, where: str) -> _Built:
                 type(item) is list and len(item) == 2 and all(type(text) is str for text in item)
                 for item in items):
             raise StoreError(f"{where}: manifest field {f.name!r} should be [path, reason] pairs")
-        if str(f.type) == "list[dict[str, Any]]" and not all(
+        if f.name == "appends" and not all(
                 type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
                 and type(item.get("source")) is str and type(item.get("label_file")) is str
                 for item in items):

@@ -1,0 +1,104 @@
+"""What a dataset's samples are: ``(image, label)``, a dict of fields, or torchvision's detection pair.
+
+A classification store (an image and a label, every store written before
+fields existed) gives ``(image, label)`` pairs as ``ImageFolder`` does. A
+field store, or a dataset asked for ``fields``, gives a dict of the fields
+asked for (:mod:`datakit.datasets.fields`); asked for
+``target_format="torchvision-detection"`` it gives torchvision's
+``(image, target)`` pairs (:mod:`datakit.datasets.detection`). ``transform``
+applies to the image of a pair, and to the whole sample otherwise, as
+torchvision's v2 transforms take a detection sample whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from datakit.datasets.detection import DetectionTargets
+from datakit.datasets.fields import FieldDecoder, ImageDecoder
+from datakit.format.fields.schema import Schema
+from datakit.format.records import Record
+
+__all__ = ["TARGET_FORMATS", "FieldSamples", "field_samples"]
+
+TARGET_FORMATS = ("torchvision-detection",)
+
+
+class FieldSamples:
+    """Builds a field store's samples from its checked records.
+
+    Args:
+        schema: the store's fields.
+        fields: the fields each sample holds (``None``: all of them).
+        target_format: ``"torchvision-detection"``, or ``None`` for dicts.
+        target_keys: with ``target_format``, the keys of each target.
+        field_transforms: a callable per field name, applied to that field's
+            value in the process that reads it (a tokenizer on a caption).
+    """
+
+    def __init__(self, schema: Schema, fields: Sequence[str] | None, target_format: str | None,
+                 target_keys: Collection[str] | str | None,
+                 field_transforms: Mapping[str, Callable[[Any], Any]] | None) -> None:
+        if target_format is not None and target_format not in TARGET_FORMATS:
+            raise ValueError(f"target_format must be one of {', '.join(map(repr, TARGET_FORMATS))} or None, "
+                             f"not {target_format!r}")
+        if target_keys is not None and target_format is None:
+            raise ValueError("target_keys applies with target_format='torchvision-detection'")
+        self.detection = DetectionTargets(schema, target_keys) if target_format is not None else None
+        wanted = self.detection.fields() if self.detection is not None else fields
+        self.decoder = FieldDecoder(schema, wanted)
+        self.field_transforms = dict(field_transforms or {})
+        unknown = sorted(set(self.field_transforms) - set(schema.names))
+        if unknown:
+            raise ValueError(f"field_transforms names {', '.join(map(repr, unknown))}; this store's fields "
+                             f"are {', '.join(schema.names)}")
+
+    @property
+    def image_key(self) -> str:
+        """The key of the sample's primary image (where a fused ``datakit.vision`` decode puts it)."""
+        return self.decoder.schema.primary_image.name
+
+    def decode(self, record: Record, key: str, label: Any, image: ImageDecoder) -> dict[str, Any]:
+        """The fields of one record, as a dict (its image as ``image`` decodes it)."""
+        return self.decoder.sample(record, key, label, image)
+
+    def finish(self, sample: dict[str, Any]) -> Any:
+        """The sample the dataset returns: the fields' own transforms applied, then as a dict or a pair."""
+        for name, transform in self.field_transforms.items():
+            if name in sample:
+                sample[name] = transform(sample[name])
+        return self.detection.pair(sample) if self.detection is not None else sample
+
+
+def field_samples(schema: Schema, fields: Sequence[str] | None, target_format: str | None,
+                  target_keys: Collection[str] | str | None,
+                  field_transforms: Mapping[str, Callable[[Any], Any]] | None) -> FieldSamples | None:
+    """The samples' builder, or ``None`` when they are classification pairs (a classification store
+    read with none of these arguments)."""
+    if schema.is_classification and fields is None and target_format is None and not field_transforms:
+        return None
+    return FieldSamples(schema, fields, target_format, target_keys, field_transforms)
+
+
+def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: object | None,
+                           target_transform: object | None) -> None:
+    """Refuse the transforms that cannot apply to these samples, naming what to pass instead.
+
+    Raises:
+        ValueError: ``target_transform`` for dict samples (there is no label
+            beside the sample to give it); a ``datakit.vision`` pipeline as
+            ``transform`` for samples with boxes, masks or keypoints (it moves
+            the image alone, and they would no longer frame what they framed).
+    """
+    if shapes is None:
+        return
+    if target_transform is not None and shapes.detection is None:
+        raise ValueError("target_transform applies to (image, target) pairs; these samples are dicts of "
+                         "fields: transform a field with field_transforms={name: ...}, or the whole sample "
+                         "with transforms=")
+    annotated = [spec.name for spec in shapes.decoder.specs if spec.type in ("boxes", "masks", "keypoints")]
+    if fused is not None and annotated:
+        raise ValueError(f"transform= applies to the image alone, so a datakit.vision pipeline there would "
+                         f"leave {', '.join(annotated)} where they were; pass it as transforms= to move "
+                         "them with the image")
