@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from datakit.conversion.destination import check_outside_source, resolve_destination
+from datakit.conversion.fields import BOX_POLICIES
 from datakit.conversion.images.checks import DEFAULT_MAX_PIXELS
 from datakit.conversion.images.downscale import DEFAULT_QUALITY
 from datakit.conversion.numbering import COMMIT_RECORDS, ProgressCallback, batches, number, reporting
@@ -43,6 +44,7 @@ from datakit.conversion.sources.foreign.layouts import StoreChoice
 from datakit.conversion.sources.labelfile import LabelledFolder
 from datakit.conversion.sources.scan import SourceChoice, scan_source
 from datakit.errors import DatakitWarning
+from datakit.format.fields.schema import Schema
 from datakit.stores import given_options, is_mongodb_uri
 from datakit.stores.contract import StoreSpec
 from datakit.stores.conversion_state import ConversionSettings
@@ -71,6 +73,7 @@ def convert(
     append: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = COMMIT_RECORDS,
+    boxes: str = "keep",
     source_kind: str | None = None,
     image_column: str | None = None,
     label_column: str | None = None,
@@ -138,6 +141,12 @@ def convert(
             Crash-safe: ``append`` (or ``resume``) again finishes an
             interrupted append (:mod:`datakit.conversion.appending`).
         progress: called as ``progress(done, total)`` while converting.
+        boxes: what to do with a box that lies outside its image, has no size
+            or a NaN coordinate: ``"keep"`` it as given (and count it in the
+            manifest: torchvision's ``SanitizeBoundingBoxes`` decides at train
+            time), ``"clip"`` it to the image, ``"drop"`` it with its mask and
+            keypoints, or ``"refuse"`` the image (skipped and listed, naming the
+            annotation).
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
             cost more syncs.
@@ -186,6 +195,8 @@ def convert(
     _check_arguments(resume=resume, overwrite=overwrite, append=append, format=format,
                      commit_every=commit_every, workers=workers, max_pixels=max_pixels, max_side=max_side,
                      quality=quality)
+    if boxes not in BOX_POLICIES:
+        raise ValueError(f"boxes must be one of {', '.join(map(repr, BOX_POLICIES))}, not {boxes!r}")
     started = time.perf_counter()
     given = os.fspath(src)
     root = given if is_mongodb_uri(given) else os.path.abspath(os.path.expanduser(given))
@@ -197,7 +208,7 @@ def convert(
     choice = SourceChoice(source_kind, image_column, label_column, store)
     folder, rules = scan_source(root, labels, extensions, choice)
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
-    wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
+    wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality, boxes)
     report = scanned_report(folder, spec.describe(), exif_transpose, max_side or 0)
     with spec.open_writer() as writer:
         run = start_run(writer, folder, wanted, report, resume=resume, overwrite=overwrite, append=append)
@@ -205,7 +216,8 @@ def convert(
             return _finished(report, started)
         # read + verify in the reader pool, number, write in batches, and the manifest last
         _warn_caller([too_many_readers(workers or 1, len(run.entries))])
-        outcomes = read_pending(run.entries, run.source, run.settings, verify, max_pixels, workers)
+        outcomes = read_pending(run.entries, run.source, run.settings, verify, max_pixels, workers,
+                                run.fields)
         if progress is not None:
             outcomes = reporting(outcomes, progress, len(run.entries))
         records = number(outcomes, run.state.stats, run.labels, report)
@@ -235,12 +247,15 @@ def _check_arguments(*, resume: bool, overwrite: bool, append: bool, format: str
 
 
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,
-                     max_side: int | None, quality: int) -> ConversionSettings:
+                     max_side: int | None, quality: int, boxes: str) -> ConversionSettings:
     """The settings this conversion asks for (a resumed store must have been started with them)."""
     multi = isinstance(folder, LabelledFolder) and folder.multi_label
     payload = folder.payload_kind or format
+    labelled = folder.schema is None or folder.schema.label is not None
+    schema = (folder.schema or Schema.classification(labelled)).to_json()
+    label_kind = "multi" if multi else "single" if labelled else "none"
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
-                              quality if max_side else 0, "multi" if multi else "single")
+                              quality if max_side else 0, label_kind, schema, boxes)
 
 
 def _hidden_class_warning(folder: SourceFolder, name: str) -> str:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from datakit.format.bounds import (
 )
 from datakit.format.fields.base import FieldError
 from datakit.format.fields.schema import Schema
+from datakit.format.fields.stats import check_field_stats, merge
 from datakit.format.records import (
     FIELDS_VERSION,
     MULTI_LABEL_VERSION,
@@ -39,6 +40,7 @@ from datakit.format.records import (
     Record,
     check_format_version,
 )
+from datakit.format.typed_json import build_checked
 from datakit.version import __version__
 
 __all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats",
@@ -50,9 +52,6 @@ KEY_DIGITS = 10
 KEPT_SKIPPED_FILES = 1000
 """At most this many skipped and ignored files are listed in a manifest (the rest are counted)."""
 
-_ADDED_FIELDS = frozenset({"skipped_files", "skipped_files_omitted"})
-"""Fields added after format version 1 without a version bump: a manifest written before
-them has none and reads as having an empty list (older datakits ignore them)."""
 
 
 def record_key(index: int) -> str:
@@ -80,10 +79,11 @@ class Stats:
     exif_oriented: int = 0
     high_bit_depth: int = 0
     downscaled: int = 0
+    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, label: int | tuple[int, ...], payload_bytes: int, image_format: str, width: int,
             height: int, *, oriented: bool = False, high_bit_depth: bool = False,
-            downscaled: bool = False) -> None:
+            downscaled: bool = False, fields: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Account for one written record; ``label`` is a tuple of classes in a multi-label store,
         each of which is counted (the counts then add up to more than the length)."""
         self.exif_oriented += oriented
@@ -96,13 +96,15 @@ class Stats:
         self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
         self.width_range = _widen(self.width_range, width)
         self.height_range = _widen(self.height_range, height)
+        for name, measured in (fields or {}).items():
+            merge(self.fields.setdefault(name, {}), measured)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Stats:
-        return _build(cls, data, where)
+        return build_checked(cls, data, where, _ADDED_LATER)
 
 
 def _widen(bounds: list[int], value: int) -> list[int]:
@@ -212,7 +214,7 @@ class Manifest:
         check_format_version(version, where)
         redundant = data.pop("length", None)
         data["stats"] = Stats.from_dict(data.get("stats"), where)
-        manifest = _build(cls, data, where)
+        manifest = build_checked(cls, data, where, _ADDED_LATER)
         if redundant is not None and (type(redundant) is not int or redundant != manifest.length):
             raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
                              f"is {manifest.length}")
@@ -223,6 +225,10 @@ class Manifest:
 
 
 def _check_consistent(manifest: Manifest, where: str) -> None:
+    if not all(type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
+               and type(item.get("source")) is str and type(item.get("label_file")) is str
+               for item in manifest.appends):
+        raise StoreError(f"{where}: manifest field 'appends' should be append records")
     if manifest.payload_kind not in {kind.label for kind in PayloadKind}:
         raise StoreError(f"{where}: unknown payload kind {manifest.payload_kind!r} in the manifest")
     if len(manifest.stats.class_counts) != len(manifest.classes):
@@ -267,6 +273,9 @@ def _check_schema(manifest: Manifest, where: str) -> None:
     if not schema.is_classification and manifest.format_version < FIELDS_VERSION:
         raise StoreError(f"{where}: a store with fields beyond an image and a label has format version "
                          f"{FIELDS_VERSION}, not {manifest.format_version}")
+    problem = check_field_stats(manifest.stats.fields, set(schema.names))
+    if problem is not None:
+        raise StoreError(f"{where}: manifest field 'stats.fields': {problem}")
     if schema.label is None and manifest.classes:
         raise StoreError(f"{where}: the manifest lists classes, but its schema has no label field")
 
@@ -290,6 +299,9 @@ def check_stats(stats: Stats, where: str) -> None:
     check_size_range(where, "stats.width_range", stats.width_range, length)
     check_size_range(where, "stats.height_range", stats.height_range, length)
     check_pixel_floor(where, stats.width_range, stats.height_range)
+    problem = check_field_stats(stats.fields, set(stats.fields))
+    if problem is not None:
+        raise StoreError(f"{where}: manifest field 'stats.fields': {problem}")
 
 
 def check_record(record: Record, key: str, position: int, manifest: Manifest, targets: np.ndarray) -> None:
@@ -342,51 +354,8 @@ def _check_numbers(manifest: Manifest, where: str) -> None:
         check_count(where, f"appends[{position}].added", entry["added"], length)
 
 
-_JSON_TYPES = {"int": int, "bool": bool, "str": str, "list[str]": list, "list[int]": list,
-               "dict[str, int]": dict, "dict[str, Any]": dict, "Stats": Stats, "list[list[str]]": list,
-               "list[dict[str, Any]]": list}
-
-
-_ADDED_LATER = frozenset({"schema", "exif_oriented", "high_bit_depth", "exif_transpose", "downscaled",
-                          "max_side", "quality", "label_file", "unlisted", "label_kind", "appends",
-                          "class_order", "source_kind"})
-"""Fields a store written by an earlier datakit lacks; their defaults apply."""
-
-_Built = TypeVar("_Built")
-
-
-def _build(cls: type[_Built], data: Any, where: str) -> _Built:
-    """Construct a dataclass from JSON data, checking every field's type."""
-    if not isinstance(data, dict):
-        raise StoreError(f"{where}: malformed manifest ({cls.__name__} is not an object)")
-    values = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name not in data and f.name in _ADDED_FIELDS:
-            continue  # written before the field existed: its default
-        if f.name not in data:
-            if f.name in _ADDED_LATER:  # a store written before the field existed
-                continue
-            raise StoreError(f"{where}: the manifest has no {f.name!r} field")
-        value: Any = data[f.name]
-        expected = _JSON_TYPES[str(f.type)]
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise StoreError(
-                f"{where}: manifest field {f.name!r} should be {f.type}, not {type(value).__name__}"
-            )
-        item_type = {"list[str]": str, "list[int]": int, "dict[str, int]": int}.get(str(f.type))
-        items: Iterable[Any] = ()
-        if isinstance(value, (dict, list)):
-            items = value.values() if isinstance(value, dict) else value
-        if item_type is not None and not all(type(item) is item_type for item in items):
-            raise StoreError(f"{where}: manifest field {f.name!r} should be {f.type}")
-        if str(f.type) == "list[list[str]]" and not all(
-                type(item) is list and len(item) == 2 and all(type(text) is str for text in item)
-                for item in items):
-            raise StoreError(f"{where}: manifest field {f.name!r} should be [path, reason] pairs")
-        if f.name == "appends" and not all(
-                type(item) is dict and type(item.get("when")) is str and type(item.get("added")) is int
-                and type(item.get("source")) is str and type(item.get("label_file")) is str
-                for item in items):
-            raise StoreError(f"{where}: manifest field {f.name!r} should be append records")
-        values[f.name] = value
-    return cls(**values)
+_ADDED_LATER = frozenset({"schema", "fields", "exif_oriented", "high_bit_depth", "exif_transpose",
+                          "downscaled", "max_side", "quality", "label_file", "unlisted", "label_kind",
+                          "appends", "class_order", "source_kind", "skipped_files", "skipped_files_omitted"})
+"""Fields a store written by an earlier datakit lacks (the first added without a version change,
+``skipped_files``, among them: older datakits ignore them); their defaults apply."""

@@ -166,9 +166,9 @@ def seal_fields_record(
     """
     if len(values) + 1 > 0xFFFF:
         raise ValueError(f"{len(values) + 1} values is more than a record's directory holds")
-    lengths = [len(image), *(NULL_LENGTH if value is None else len(value) for value in values)]
-    if any(length >= NULL_LENGTH for length in lengths if length is not None):
+    if any(len(value) >= NULL_LENGTH for value in (image, *values) if value is not None):
         raise ValueError("a value of 4 GiB or more does not fit a record")
+    lengths = [len(image), *(NULL_LENGTH if value is None else len(value) for value in values)]
     directory = _DIRECTORY.pack(len(lengths), 0) + struct.pack(f"<{len(lengths)}I", *lengths)
     framed = bytearray(HEADER_SIZE)
     framed += directory

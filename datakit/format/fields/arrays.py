@@ -54,8 +54,13 @@ class NdarrayField(FieldType):
             raise FieldError(f"not an array ({exc})") from None
         if array.dtype.kind not in "biuf":
             raise FieldError(f"a {array.dtype} array is not numeric")
-        converted = array.astype(dtype, casting="same_kind" if array.dtype.kind == dtype.kind else "unsafe")
-        if not np.array_equal(converted, array, equal_nan=array.dtype.kind == "f"):
+        with np.errstate(over="ignore", invalid="ignore"):  # a value that does not fit is refused below
+            converted = array.astype(dtype)
+            if dtype.kind == "f":  # floats round; only a finite value that became infinite does not fit
+                fits = not (np.isinf(converted) & np.isfinite(array.astype(np.float64))).any()
+            else:
+                fits = np.array_equal(converted, array, equal_nan=True)
+        if not fits:
             raise FieldError(f"its {array.dtype} values do not fit the field's {spec.options['dtype']}")
         self._check_shape(tuple(array.shape), spec)
         return _RANK.pack(array.ndim) + struct.pack(f"<{array.ndim}I", *array.shape) + converted.tobytes()

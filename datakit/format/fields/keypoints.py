@@ -3,7 +3,8 @@
 COCO's ``person_keypoints`` give 17 named points per person, ``v`` 0 (not
 labelled), 1 (labelled, not visible) or 2 (visible). The schema gives the
 ``image`` they lie on and, optionally, the points' ``names`` (then K is their
-number) and the ``skeleton`` (pairs of 1-based point numbers, as COCO's).
+number) and the ``skeleton`` (pairs of 1-based point numbers, as COCO's), and the ``boxes``
+field whose instances they are (one row per box, in order), or ``null``.
 A value is ``<II`` N and K, then N x K x 3 float32 values.
 """
 
@@ -28,7 +29,7 @@ class KeypointsField(FieldType):
 
     name = "keypoints"
     on_canvas = True
-    option_names = frozenset({"image", "names", "skeleton"})
+    option_names = frozenset({"image", "names", "skeleton", "boxes"})
 
     def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         checked = super().check_options(options)
@@ -36,6 +37,7 @@ class KeypointsField(FieldType):
         if names is not None and not (isinstance(names, list) and len(names) <= MAX_POINTS
                                       and all(isinstance(name, str) for name in names)):
             raise FieldError(f"names must be a list of at most {MAX_POINTS} point names, not {names!r:.60}")
+        checked.setdefault("boxes", None)
         skeleton = checked.setdefault("skeleton", None)
         if skeleton is not None and not (isinstance(skeleton, list) and all(
                 isinstance(pair, list) and len(pair) == 2 and all(type(end) is int for end in pair)

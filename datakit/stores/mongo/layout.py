@@ -108,6 +108,8 @@ def sample_document(record: PendingRecord, gridfs_id: Any = None) -> dict[str, A
         "label": int(record.label),
         "source": _encode_source(record.source),
     }
+    if record.document:
+        document["fields"] = record.document
     if gridfs_id is None:
         document["data"] = Binary(record.data)
     else:
