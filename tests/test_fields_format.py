@@ -196,7 +196,8 @@ def test_a_schema_checks_types_options_names_and_references():
         ([{"name": "image", "type": "image"}, {"name": "b", "type": "boxes", "format": "YXYX"}], "format"),
         ([{"name": "image", "type": "image"}, {"name": "labels", "type": "int"},
           {"name": "b", "type": "boxes", "format": "XYXY"}], "would come from two fields"),
-        ([{"name": "image", "type": "image"}, {"name": "t", "type": "str", "colour": "red"}], "unknown option"),
+        ([{"name": "image", "type": "image"}, {"name": "t", "type": "str", "colour": "red"}],
+         "unknown option"),
     ]:
         with pytest.raises(FieldError, match=words):
             Schema.from_json(bad)
