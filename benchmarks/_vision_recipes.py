@@ -7,6 +7,12 @@ compose them whole. ``reference`` is torchvision's classification reference
 recipe (``references/classification/presets.py`` and ``train.py``: the
 per-sample transform, then MixUp or CutMix in the ``collate_fn``); ``timm``
 is timm's ImageNet recipe (``rand-m9-mstd0.5``, erasing 0.25, Mixup/CutMix).
+
+torchvision runs each recipe with either of its reference's backends
+(``presets.py``'s ``backend``): ``pil``, its default, transforms PIL images and
+converts them with ``PILToTensor()`` last; ``tensor`` converts first
+(``PILToTensor()`` first) and runs the same operations on uint8 tensors (torch's
+antialiased resize), which is cheaper per sample.
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ class Recipe:
 
 
 USER_STEPS = ("none", "function", "colorjitter")
+BACKENDS = ("pil", "tensor")
+"""torchvision's backends, as its classification reference's ``--backend`` names them."""
 
 
 def clip_highlights(image: torch.Tensor) -> torch.Tensor:
@@ -93,32 +101,37 @@ def class_count(folder: str) -> int:
     return sum(1 for entry in os.scandir(folder) if entry.is_dir() and not entry.name.startswith("."))
 
 
-# torchvision: what users run. Per-sample transforms on PIL images, then collate.
+# torchvision: what users run. Per-sample transforms on PIL images or uint8 tensors, then collate.
 
-def torchvision_stages(recipe: Recipe) -> list[tuple[str, list[Any]]]:
-    """torchvision's per-sample operations by stage (decoding is ``ImageFolder``'s loader)."""
+def torchvision_stages(recipe: Recipe, backend: str = "pil") -> list[tuple[str, list[Any]]]:
+    """torchvision's per-sample operations by stage (decoding is ``ImageFolder``'s loader), for one
+    of :data:`BACKENDS`: the reference's ``presets.py`` puts ``PILToTensor()`` first for ``tensor``,
+    last for ``pil``; the user's callable goes after it either way, on the uint8 tensor."""
     from torchvision.transforms import v2
 
     size = recipe.size
     user = [] if user_callable(recipe) is None else [user_callable(recipe)]
+    first, last = ([v2.PILToTensor()], []) if backend == "tensor" else ([], [v2.PILToTensor()])
     if recipe.name == "val":
-        return [("crop/resize", [v2.Resize(recipe.resize), v2.CenterCrop(size)]),
-                ("tensor/normalize/erase", [v2.PILToTensor(), *user])]
-    crop = [v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()]
+        stages = [("crop/resize", [*first, v2.Resize(recipe.resize, antialias=True), v2.CenterCrop(size)]),
+                  ("tensor/normalize/erase", [*last, *user])]
+        return [(stage, ops) for stage, ops in stages if ops]  # the tensor backend may leave the last empty
+    crop = [*first, v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip()]
     if not recipe.augments:
-        return [("crop/resize", crop), ("tensor/normalize/erase", [v2.PILToTensor(), *user])]
+        stages = [("crop/resize", crop), ("tensor/normalize/erase", [*last, *user])]
+        return [(stage, ops) for stage, ops in stages if ops]
     policy = (v2.TrivialAugmentWide(interpolation=v2.InterpolationMode.BILINEAR) if recipe.name == "reference"
               else v2.RandAugment(num_ops=2, magnitude=9))
-    finish = [v2.PILToTensor(), *user, v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
+    finish = [*last, *user, v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
               v2.RandomErasing(recipe.erasing), v2.ToPureTensor()]
     return [("crop/resize", crop), ("augment", [policy]), ("tensor/normalize/erase", finish)]
 
 
-def torchvision_transform(recipe: Recipe) -> Any:
+def torchvision_transform(recipe: Recipe, backend: str = "pil") -> Any:
     """The whole per-sample transform, as ``ImageFolder(transform=...)`` takes it."""
     from torchvision.transforms import v2
 
-    return v2.Compose([op for _, ops in torchvision_stages(recipe) for op in ops])
+    return v2.Compose([op for _, ops in torchvision_stages(recipe, backend) for op in ops])
 
 
 class MixCollate:

@@ -4,10 +4,15 @@ One process, one thread (``torch.set_num_threads(1)``, DALI ``num_threads=1``),
 the same samples in batches, ``time.process_time()`` around each stage (all
 of the process's threads: DALI's workers included):
 
-- torchvision: ``decode`` is ``ImageFolder``'s loader (PIL open and
-  ``convert("RGB")``), then each group of its per-sample transform, then
+- torchvision (``torchvision-pil`` and ``torchvision-tensor``, its two
+  backends): ``decode`` is ``ImageFolder``'s loader (PIL open and
+  ``convert("RGB")``), then each group of its per-sample transform (with the
+  tensor backend, ``crop/resize`` starts with ``PILToTensor``), then
   ``batch``: the ``collate_fn`` (``default_collate`` and, with a mix, MixUp or
   CutMix). What a torch worker does for a batch, timed piece by piece.
+- ``decode-ceiling``: ``decode`` only, each file read and decoded whole by
+  simplejpeg (``_decode_ceiling.py``): the least any pipeline that decodes
+  whole images spends per sample.
 - datakit: ``decode`` is the fused decode into a batch (``read_batch_into``:
   LMDB read, record check, region decode, crop, resize, flip), ``augment``
   the batched per-sample steps, ``tensor/normalize/erase`` ``Normalize`` and
@@ -31,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from _decode_ceiling import ceiling_stage
 from _vision_recipes import (
     STAGES,
     Recipe,
@@ -51,13 +57,16 @@ def stage_times(name: str, recipe: Recipe, folder: str, store: str, samples: int
                 batch: int) -> dict[str, float]:
     """Microseconds of CPU per sample for each of contender ``name``'s stages."""
     torch.set_num_threads(1)
-    if name == "torchvision":
-        return _torchvision(recipe, folder, samples, batch)
+    if name.startswith("torchvision-"):
+        return _torchvision(recipe, folder, samples, batch, backend=name.removeprefix("torchvision-"))
+    if name == "decode-ceiling":
+        return ceiling_stage(folder, samples)
     if name == "datakit":
         return _datakit(recipe, store, samples, batch)
     if name == "dali":
         return _dali(recipe, folder, samples, batch)
-    raise ValueError(f"--stages times torchvision, datakit and dali, not {name!r}")
+    raise ValueError(f"--stages times torchvision-pil, torchvision-tensor, datakit, dali and decode-ceiling, "
+                     f"not {name!r}")
 
 
 def _indices(length: int, samples: int) -> list[int]:
@@ -73,13 +82,13 @@ def _per_sample(spent: dict[str, float], samples: int) -> dict[str, float]:
     return {stage: 1e6 * seconds / samples for stage, seconds in spent.items()}
 
 
-def _torchvision(recipe: Recipe, folder: str, samples: int, batch: int) -> dict[str, float]:
+def _torchvision(recipe: Recipe, folder: str, samples: int, batch: int, backend: str) -> dict[str, float]:
     from torch.utils.data import default_collate
     from torchvision.datasets import ImageFolder
     from torchvision.transforms import v2
 
     dataset = ImageFolder(folder)
-    stages = [(stage, v2.Compose(ops)) for stage, ops in torchvision_stages(recipe)]
+    stages = [(stage, v2.Compose(ops)) for stage, ops in torchvision_stages(recipe, backend)]
     collate = torchvision_collate(recipe) or default_collate
     spent = dict.fromkeys(["decode", *(stage for stage, _ in stages), "batch"], 0.0)
     indices = _indices(len(dataset), samples)
@@ -165,19 +174,19 @@ def print_stage_table(results: dict[str, list[dict[str, float]]], samples: int, 
     runs = max((len(runs) for runs in results.values()), default=0)
     print(f"\nCPU time per sample, one process, one thread, {samples} samples in batches of {batch}, "
           f"median of {runs} runs (µs):")
-    print(f"  {'stage':<24}" + "".join(f"{name:>13}" for name in names))
+    print(f"  {'stage':<24}" + "".join(f"{name:>19}" for name in names))
     totals = dict.fromkeys(names, 0.0)
     for stage in STAGES:
         cells = []
         for name in names:
             values = [run[stage] for run in results[name] if stage in run]
             if values:
-                cells.append(f"{statistics.median(values):13.1f}")
+                cells.append(f"{statistics.median(values):19.1f}")
                 totals[name] += statistics.median(values)
             else:
-                cells.append(f"{'(in decode)' if name == 'datakit' and stage == 'crop/resize' else '-':>13}")
+                cells.append(f"{'(in decode)' if name == 'datakit' and stage == 'crop/resize' else '-':>19}")
         print(f"  {stage:<24}" + "".join(cells))
-    print(f"  {'total':<24}" + "".join(f"{totals[name]:13.1f}" for name in names))
+    print(f"  {'total':<24}" + "".join(f"{totals[name]:19.1f}" for name in names))
     _print_overhead(results.get("datakit", []))
 
 

@@ -1,7 +1,11 @@
-"""The photo-training pipelines, side by side: torchvision, datakit.vision, DALI's CPU pipeline.
+"""The photo-training pipelines side by side: torchvision's two backends, datakit.vision, DALI's CPU pipeline.
 
-The workload people train on: an ImageNet-shaped folder of JPEGs (sides 300-500
-px, quality 90, about 45 KB each), batch 128, shuffled, 2 persistent workers.
+The workload people train on: an ImageNet-shaped folder of JPEGs, batch 128,
+shuffled, 2 persistent workers. By default (``--corpus photos``) the JPEGs are
+crops of real photographs (``datakit.tools.photo_corpus``: short side 250-500 px,
+quality 75-95, mostly 4:2:0, a few progressive and greyscale; its bytes per
+pixel are printed; ``pip install 'datakit[bench]'``); ``--corpus synthetic`` is
+the generated photo-like folder of earlier rounds (sides 300-500, quality 90).
 Pipelines (``--pipeline``; each contender's version in ``_vision_recipes.py``):
 
 - ``train``: ``RandomResizedCrop(224)``, ``RandomHorizontalFlip()``; uint8 batches.
@@ -19,10 +23,15 @@ Pipelines (``--pipeline``; each contender's version in ``_vision_recipes.py``):
 
 Contenders, each in its own process, alternating, run after run:
 
-- ``torchvision``: torch's ``DataLoader`` + torchvision's ``ImageFolder`` +
-  ``transforms.v2`` per sample (PIL, then ``PILToTensor``, ``ToDtype``,
-  ``Normalize``, ``RandomErasing``), MixUp/CutMix in the ``collate_fn`` as the
-  reference's ``train.py`` does. What users run, and the baseline of every ratio.
+- ``torchvision-pil`` and ``torchvision-tensor``: torch's ``DataLoader`` +
+  torchvision's ``ImageFolder`` + ``transforms.v2`` per sample, MixUp/CutMix in
+  the ``collate_fn`` as the reference's ``train.py`` does, with either backend
+  of its classification reference (``--backend pil``, its default: the
+  operations on PIL images, then ``PILToTensor``, ``ToDtype``, ``Normalize``,
+  ``RandomErasing``; ``--backend tensor``: ``PILToTensor`` first, the same
+  operations on uint8 tensors, torch's antialiased resize). What users run:
+  every ratio names the backend it is taken against, and the headline is
+  datakit against the faster of the two.
 - ``reference`` (train only): the headroom line, a 40-line fused decoder in
   torch's loader reading the same files: simplejpeg (libjpeg-turbo) at the
   DCT scale that keeps the crop at least the output size, crop, OpenCV
@@ -31,6 +40,10 @@ Contenders, each in its own process, alternating, run after run:
   transform=datakit.vision.Compose([...]))`` on a store converted from the
   same folder, the recipe under torchvision's names.
 - ``datakit-torch`` (train, val): the same dataset under torch's ``DataLoader``.
+- ``decode-ceiling``: not a pipeline: the same files decoded whole by
+  simplejpeg (libjpeg-turbo) in as many processes as the loaders' workers, the
+  pixels dropped (``_decode_ceiling.py``). Each contender's samples/s is also
+  printed as a share of it: how much of its time is left above decoding.
 - ``dali`` (default for reference and timm; any pipeline with ``--contenders``):
   NVIDIA DALI's CPU pipeline (``device_id=None``, 2 threads, as many as the
   others' workers): ``fn.readers.file`` (shuffled), ``decoders.image_random_crop``
@@ -44,13 +57,16 @@ Contenders, each in its own process, alternating, run after run:
 Each run times the epochs after the first (the workers are up) and reports
 samples/s and the CPU time per sample (main process plus workers, from
 /proc; DALI's threads are in its process). The medians over runs and the
-ratios to ``torchvision`` are printed, with each contender's range, and
-datakit's ratio to each other contender.
+ratios to each torchvision backend and the share of the decode ceiling are
+printed, with each contender's range, then datakit's ratio to the faster
+torchvision backend (the headline) and to each other contender
+(``_vision_summary.py``).
 
 ``--callable function|colorjitter`` puts a callable of the user's in the
 middle of the per-sample transform (a plain function clamping highlights, or
-torchvision's own ``ColorJitter(0.4, 0.4, 0.4)``), on the uint8 tensor: after
-torchvision's ``PILToTensor``, after datakit's policy. Each contender then runs
+torchvision's own ``ColorJitter(0.4, 0.4, 0.4)``), on the uint8 tensor: before
+torchvision's ``ToDtype`` (after ``PILToTensor`` and the policy, with either
+backend), after datakit's policy. Each contender then runs
 with and without it, alternating, and the script prints what it adds to each
 (CPU and wall time per sample): datakit's target is to add no more than it
 adds to torchvision.
@@ -63,11 +79,15 @@ torchvision is not a dependency of datakit, and the wheel on the package
 index is a CUDA build that does not import beside the CPU torch. Install
 the baseline once with ``bash benchmarks/setup_baseline.sh`` (``--dali`` adds
 DALI): it puts torchvision (pure-Python parts), OpenCV and DALI into
-``./.bench-site``, which this script puts on ``sys.path``.
+``./.bench-site``, which this script puts on ``sys.path`` (a torchvision
+installed otherwise, as the test extra does, is imported through the same
+guard: ``_torchvision.py``). At a tiny size, to see that it runs:
+``--images 60 --runs 1 --epochs 1``.
 
     bash benchmarks/setup_baseline.sh [--dali]
     .venv/bin/python benchmarks/bench_vision.py [--pipeline train|val|reference|timm] [--size N]
-        [--runs 3] [--images 3000] [--contenders torchvision,datakit,dali] [--stages]
+        [--runs 3] [--images 3000] [--corpus photos|synthetic] [--stages]
+        [--contenders torchvision-pil,torchvision-tensor,datakit,decode-ceiling,dali]
         [--callable none|function|colorjitter]
 """
 
@@ -76,9 +96,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
-import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -92,7 +111,10 @@ if os.path.isdir(BENCH_SITE):
 
 import torch  # noqa: E402
 import torch.utils.data as tud  # noqa: E402
+from _decode_ceiling import ceiling_run, folder_files  # noqa: E402
 from _procfs import child_pids, cpu_seconds  # noqa: E402
+from _reference_fused import ReferenceFused  # noqa: E402
+from _torchvision import load_torchvision  # noqa: E402
 from _vision_recipes import (  # noqa: E402
     DEFAULT_SIZE,
     PIPELINES,
@@ -105,61 +127,21 @@ from _vision_recipes import (  # noqa: E402
     torchvision_collate,
     torchvision_transform,
 )
+from _vision_summary import CEILING, print_summary, print_user_step_cost  # noqa: E402
 
 import datakit  # noqa: E402
+from datakit.errors import DatakitError  # noqa: E402
 
 BATCH, WORKERS = 128, 2
-CONTENDERS = {"train": ("torchvision", "reference", "datakit", "datakit-torch"),
-              "val": ("torchvision", "datakit", "datakit-torch"),
-              "reference": ("torchvision", "datakit", "dali"),
-              "timm": ("torchvision", "datakit", "dali")}
+TORCHVISION = ("torchvision-pil", "torchvision-tensor")
+CONTENDERS = {"train": (*TORCHVISION, "reference", "datakit", "datakit-torch", CEILING),
+              "val": (*TORCHVISION, "datakit", "datakit-torch", CEILING),
+              "reference": (*TORCHVISION, "datakit", "dali", CEILING),
+              "timm": (*TORCHVISION, "datakit", "dali", CEILING)}
 ALLOWED = {"train": (*CONTENDERS["train"], "dali"), "val": (*CONTENDERS["val"], "dali"),
            "reference": CONTENDERS["reference"], "timm": CONTENDERS["timm"]}
-STAGE_CONTENDERS = ("torchvision", "datakit", "dali")
-
-
-class ReferenceFused(tud.Dataset):
-    """The reference: DCT-scaled libjpeg-turbo decode, crop, OpenCV resize, flip (torchvision's boxes)."""
-
-    def __init__(self, root: str, size: int) -> None:
-        from torchvision.datasets import ImageFolder
-
-        self.samples = ImageFolder(root).samples
-        self.size = size
-        self.scale, self.log_ratio = (0.08, 1.0), (math.log(3 / 4), math.log(4 / 3))
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def box(self, width: int, height: int) -> tuple[int, int, int, int]:
-        for _ in range(10):
-            area = width * height * torch.empty(1).uniform_(*self.scale).item()
-            ratio = math.exp(torch.empty(1).uniform_(*self.log_ratio).item())
-            w, h = int(round(math.sqrt(area * ratio))), int(round(math.sqrt(area / ratio)))
-            if 0 < w <= width and 0 < h <= height:
-                top = int(torch.randint(0, height - h + 1, (1,)))
-                return top, int(torch.randint(0, width - w + 1, (1,))), h, w
-        side = min(width, height)
-        return (height - side) // 2, (width - side) // 2, side, side
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        import cv2
-        import simplejpeg
-
-        path, label = self.samples[index]
-        with open(path, "rb") as handle:
-            data = handle.read()
-        height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-        top, left, h, w = self.box(width, height)
-        size = self.size
-        pixels = simplejpeg.decode_jpeg(data, min_width=math.ceil(width * size / w),
-                                        min_height=math.ceil(height * size / h))
-        fy, fx = pixels.shape[0] / height, pixels.shape[1] / width
-        crop = pixels[int(top * fy):int((top + h) * fy), int(left * fx):int((left + w) * fx)]
-        out = cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA)
-        if torch.rand(1).item() < 0.5:
-            out = cv2.flip(out, 1)
-        return torch.from_numpy(out).permute(2, 0, 1), label
+STAGE_CONTENDERS = (*TORCHVISION, "datakit", "dali", CEILING)
+CORPORA = ("photos", "synthetic")
 
 
 def make_loader(name: str, recipe: Recipe, folder: str, store: str) -> Any:
@@ -172,10 +154,11 @@ def make_loader(name: str, recipe: Recipe, folder: str, store: str) -> Any:
         return DaliEpochs(recipe, folder, threads=WORKERS, batch=BATCH)
     options: dict[str, Any] = {"batch_size": BATCH, "shuffle": True, "num_workers": WORKERS,
                                "persistent_workers": True, "generator": torch.Generator().manual_seed(0)}
-    if name == "torchvision":
+    if name in TORCHVISION:
         from torchvision.datasets import ImageFolder
 
-        dataset = ImageFolder(folder, transform=torchvision_transform(recipe))
+        backend = name.removeprefix("torchvision-")
+        dataset = ImageFolder(folder, transform=torchvision_transform(recipe, backend))
         return tud.DataLoader(dataset, collate_fn=torchvision_collate(recipe), **options)
     if name == "reference":
         return tud.DataLoader(ReferenceFused(folder, recipe.size), **options)
@@ -214,6 +197,8 @@ def check_batch(name: str, recipe: Recipe, images: torch.Tensor, labels: torch.T
 
 def run_child(name: str, recipe: Recipe, folder: str, store: str, epochs: int) -> dict[str, Any]:
     """One contender, in this (fresh) process: samples/s and CPU ms/sample over the timed epochs."""
+    if name == CEILING:
+        return ceiling_run(folder, WORKERS, epochs)
     try:
         loader = make_loader(name, recipe, folder, store)
     except skippable(name) as exc:
@@ -239,14 +224,25 @@ def _own_cpu() -> float:
     return times.user + times.system
 
 
-def prepare(scratch: str, images: int) -> tuple[str, str]:
-    """The photo folder and its LMDB store, made once and reused."""
+def prepare(scratch: str, images: int, corpus: str = "photos") -> tuple[str, str]:
+    """The photo folder and its LMDB store, made once and reused.
+
+    Raises:
+        PhotoCorpusUnavailable: ``corpus`` is ``photos`` and scikit-image or scikit-learn is missing.
+    """
+    from datakit.tools.photo_corpus import make_real_photo_folder
     from datakit.tools.synthetic import make_photo_folder
 
-    folder, store = os.path.join(scratch, f"photos-{images}"), os.path.join(scratch, f"photos-{images}.lmdb")
+    name = f"real-photos-{images}" if corpus == "photos" else f"photos-{images}"
+    folder, store = os.path.join(scratch, name), os.path.join(scratch, f"{name}.lmdb")
     if not os.path.isdir(folder):
-        print(f"generating {images} photos in {folder} ...", flush=True)
-        make_photo_folder(folder + ".partial", images=images)
+        print(f"cutting {images} {'real-photo crops' if corpus == 'photos' else 'synthetic photos'} "
+              f"into {folder} ...", flush=True)
+        shutil.rmtree(folder + ".partial", ignore_errors=True)
+        if corpus == "photos":
+            make_real_photo_folder(folder + ".partial", images=images)
+        else:
+            make_photo_folder(folder + ".partial", images=images)
         os.rename(folder + ".partial", folder)
     if not os.path.isdir(store):
         print(f"converting to {store} ...", flush=True)
@@ -254,11 +250,31 @@ def prepare(scratch: str, images: int) -> tuple[str, str]:
     return folder, store
 
 
+def describe_folder(folder: str, corpus: str) -> str:
+    """The folder in one line: its photos, their sizes and JPEG bytes per pixel (ImageNet's: about 0.5)."""
+    from PIL import Image
+
+    files = folder_files(folder)
+    sizes, total = [], 0
+    for path in files:
+        with Image.open(path) as image:
+            sizes.append(image.size)
+        total += os.path.getsize(path)
+    shorts = [min(size) for size in sizes]
+    pixels = sum(width * height for width, height in sizes)
+    what = ("crops of real photographs (datakit.tools.photo_corpus)" if corpus == "photos"
+            else "synthetic photos")
+    return (f"{len(files)} {what}, short side {min(shorts)}-{max(shorts)} px, "
+            f"{total / len(files) / 1e3:.0f} KB each, {total / pixels:.2f} bytes per pixel")
+
+
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipeline", choices=PIPELINES, default="train")
     parser.add_argument("--size", type=int, help="output side (default: 176 for reference, else 224)")
     parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--corpus", choices=CORPORA, default="photos",
+                        help="real-photo crops (needs datakit[bench]) or the synthetic photo-like folder")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per run, after a warm-up epoch")
     parser.add_argument("--scratch", default=os.path.join(os.path.dirname(HERE), "bench-data"))
@@ -274,6 +290,9 @@ def parse_arguments() -> argparse.Namespace:
     allowed = STAGE_CONTENDERS if args.stages else ALLOWED[args.pipeline]
     if args.callable != "none":  # DALI's graph takes no Python callable of this kind
         allowed = tuple(name for name in allowed if name != "dali")
+    # "torchvision" was the PIL backend's name before the tensor backend ran beside it
+    args.contenders = args.contenders and ",".join(
+        "torchvision-pil" if name == "torchvision" else name for name in args.contenders.split(","))
     args.names = args.contenders.split(",") if args.contenders else \
         [name for name in CONTENDERS[args.pipeline] if name in allowed]
     unknown = [name for name in args.names if name not in allowed]
@@ -290,14 +309,15 @@ def run_contenders(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         print("skipped dali: DALI is not installed (bash benchmarks/setup_baseline.sh --dali)")
         names.remove("dali")
     if args.callable != "none":  # each contender with and without the user's callable, alternating
-        names = [label for name in names for label in (name, f"{name}+{args.callable}")]
+        names = [label for name in names
+                 for label in ((name,) if name == CEILING else (name, f"{name}+{args.callable}"))]
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for run in range(args.runs):
         for label in list(names):
             name, _, user_step = label.partition("+")
             command = [sys.executable, os.path.abspath(__file__), "--child", name,
                        "--pipeline", args.pipeline, "--size", str(args.size), "--images", str(args.images),
-                       "--epochs", str(args.epochs), "--scratch", args.scratch,
+                       "--corpus", args.corpus, "--epochs", str(args.epochs), "--scratch", args.scratch,
                        "--stage-samples", str(args.stage_samples), "--callable", user_step or "none"]
             done = subprocess.run(command + ["--stages"] * args.stages, capture_output=True, text=True)
             if done.returncode != 0:
@@ -324,62 +344,18 @@ def dali_installed() -> bool:
         return False
 
 
-def print_summary(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -> None:
-    names = list(results)
-    if not names:
-        return
-    base_rates = [r["samples_per_second"] for r in results[names[0]]]
-    base = statistics.median(base_rates)
-    with_user = "" if args.callable == "none" else f" + the user's {args.callable}"
-    print(f"\n{args.pipeline} pipeline{with_user} at {args.size} px, {args.images} photos, batch {BATCH}, "
-          f"{WORKERS} workers, median of {args.runs} runs (range), ratio to {names[0]} "
-          "(range over runs, each run's own):")
-    for name in names:
-        rates = [r["samples_per_second"] for r in results[name]]
-        ratios = [rate / base_rate for rate, base_rate in zip(rates, base_rates, strict=True)]
-        cpu = statistics.median(r["cpu_ms_per_sample"] for r in results[name])
-        print(f"  {name:>24}: {statistics.median(rates):7.0f} samples/s ({min(rates):.0f}-{max(rates):.0f})  "
-              f"{statistics.median(rates) / base:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})  "
-              f"{cpu:.2f} ms CPU/sample")
-    if "datakit" in results:
-        ours = [r["samples_per_second"] for r in results["datakit"]]
-        for name in names[1:]:
-            if name != "datakit" and "+" not in name:
-                ratios = [a / b["samples_per_second"] for a, b in zip(ours, results[name], strict=True)]
-                print(f"  datakit vs {name}: {statistics.median(ratios):.2f}x "
-                      f"({min(ratios):.2f}-{max(ratios):.2f})")
-    print_user_step_cost(args, results)
-
-
-def print_user_step_cost(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -> None:
-    """What the user's callable adds to each contender: CPU and wall time per sample, run by run."""
-    if args.callable == "none":
-        return
-    print(f"\nwhat the user's {args.callable} adds per sample (median over runs, range):")
-    added_cpu: dict[str, list[float]] = {}
-    for name in ("torchvision", "datakit"):
-        with_step, without = results.get(f"{name}+{args.callable}"), results.get(name)
-        if not with_step or not without:
-            continue
-        pairs = list(zip(with_step, without, strict=True))
-        cpu = [1000 * (a["cpu_ms_per_sample"] - b["cpu_ms_per_sample"]) for a, b in pairs]
-        wall = [1e6 / a["samples_per_second"] - 1e6 / b["samples_per_second"] for a, b in pairs]
-        added_cpu[name] = cpu
-        print(f"  {name:>13}: {statistics.median(cpu):7.0f} us CPU ({min(cpu):.0f} to {max(cpu):.0f}), "
-              f"{statistics.median(wall):6.0f} us wall ({min(wall):.0f} to {max(wall):.0f})")
-    if len(added_cpu) != 2:
-        return
-    if min(added_cpu["torchvision"]) <= 0:  # a cheap callable: its cost is inside the runs' own spread
-        print("  the callable's cost is within the runs' spread for torchvision: no ratio")
-        return
-    print(f"  datakit's added CPU / torchvision's: "
-          f"{statistics.median(added_cpu['datakit']) / statistics.median(added_cpu['torchvision']):.2f}"
-          " (target: at most 1)")
-
-
 def main() -> None:
     args = parse_arguments()
-    folder, store = prepare(args.scratch, args.images)
+    try:
+        load_torchvision()  # in every process, before anything imports torchvision
+    except Exception as exc:
+        if not args.child:
+            sys.exit(f"the torchvision baseline does not import ({exc}); "
+                     "run `bash benchmarks/setup_baseline.sh`")
+    try:
+        folder, store = prepare(args.scratch, args.images, args.corpus)
+    except DatakitError as exc:  # the real-photo corpus's packages are missing
+        sys.exit(f"{exc} (or --corpus synthetic)")
     recipe = Recipe(args.pipeline, args.size, class_count(folder), args.callable)
     if args.child:
         if args.stages:
@@ -394,10 +370,7 @@ def main() -> None:
             result = run_child(args.child, recipe, folder, store, args.epochs)
         print(json.dumps(result))
         return
-    try:
-        import torchvision  # noqa: F401
-    except Exception as exc:
-        sys.exit(f"the torchvision baseline does not import ({exc}); run `bash benchmarks/setup_baseline.sh`")
+    print(f"corpus: {describe_folder(folder, args.corpus)}")
     for note in recipe.notes() + (dali_notes(recipe) if "dali" in args.names else []):
         print(note)
     results = run_contenders(args)
@@ -406,7 +379,10 @@ def main() -> None:
 
         print_stage_table(results, args.stage_samples, BATCH)
     else:
-        print_summary(args, results)
+        with_user = "" if args.callable == "none" else f" + the user's {args.callable}"
+        print_summary(f"{args.pipeline} pipeline{with_user} at {args.size} px, {args.images} photos "
+                      f"({args.corpus}), batch {BATCH}, {WORKERS} workers, {args.runs} runs", results)
+        print_user_step_cost(args.callable, results)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,12 @@ __all__ = [
     "IncompleteStoreError",
     "IncompatibleStoreError",
     "CorruptRecordError",
+    "CorruptStoreError",
+    "StoreReplacedError",
     "StoreUnavailableError",
     "StoreBusyError",
     "ErrorBudgetExhausted",
+    "ReadOnlyAttributeError",
     "DatakitWarning",
 ]
 
@@ -175,6 +178,20 @@ class CorruptRecordError(StoreError):
         return (type(self), (self.key, self.reason))
 
 
+class CorruptStoreError(StoreError):
+    """The store's files are damaged below the records: the storage engine cannot read
+    them (a B-tree page of an LMDB ``data.mdb`` is missing or garbled). Unlike a
+    :class:`CorruptRecordError`, ``on_error="skip"`` does not skip it: no record
+    checksum can say how much of the store is lost. The message names the store and,
+    where a read asked for one, the key."""
+
+
+class StoreReplacedError(StoreError):
+    """The store a dataset or reader was opened on was replaced since (``datakit convert
+    --overwrite``): its records and its manifest are no longer the ones it holds, so
+    none is read under the old manifest; create the dataset again."""
+
+
 class ErrorBudgetExhausted(StoreError):
     """A dataset with ``on_error="skip"`` met more corrupt records than ``max_errors``."""
 
@@ -190,3 +207,12 @@ class DatakitWarning(UserWarning):
 
 class StoreBusyError(StoreError):
     """Another conversion is writing the store now; a second writer would corrupt it."""
+
+
+class ReadOnlyAttributeError(DatakitError, AttributeError):
+    """An attribute that datakit reads from the store (``dataset.samples``) was assigned.
+
+    An ``AttributeError`` too, as Python's own read-only attributes raise, so
+    that code that tries and falls back keeps working; the message names the
+    attribute and says why it cannot be set.
+    """

@@ -11,13 +11,17 @@ arguments and seed, checkpoints and restores its position mid-epoch (it has
 so that each rank reads its own shard. ``--record FILE`` writes the sample
 indices each rank trained on (``FILE.rank0.json``, ...); ``--stop-after N`` saves a
 checkpoint after step N and stops, as an interrupted run would; ``--resume`` continues from it.
+The store (and that checkpoint) are written in a temporary folder, deleted at
+the end, or in ``--output DIR``, kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,8 @@ import datakit
 from datakit.tools.synthetic import make_image_folder
 
 CLASSES = ("circle", "square", "triangle")
+# Where rank 0 tells the ranks that DDP's launcher starts (they inherit its environment) its folder.
+FOLDER_VARIABLE = "DATAKIT_LIGHTNING_EXAMPLE_DIR"
 
 
 class WithIndex(torch.utils.data.Dataset[tuple[torch.Tensor, int, int]]):
@@ -100,7 +106,9 @@ def prepare(workdir: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, default=Path("lightning-example"))
+    parser.add_argument("--output", "--workdir", metavar="DIR", type=Path, default=None,
+                        help="keep the store and checkpoints here (default: a temporary folder, deleted "
+                             "at the end)")
     parser.add_argument("--devices", type=int, default=1)
     parser.add_argument("--strategy", default="auto")
     parser.add_argument("--workers", type=int, default=2)
@@ -110,20 +118,27 @@ def main() -> None:
     parser.add_argument("--resume", type=Path, help="a checkpoint saved by --stop-after")
     parser.add_argument("--record", type=Path, help="write each rank's trained indices to RECORD.rankN.json")
     args = parser.parse_args()
-    args.workdir.mkdir(parents=True, exist_ok=True)
+    given = args.output or os.environ.get(FOLDER_VARIABLE)
+    with (contextlib.nullcontext(str(given)) if given else
+          tempfile.TemporaryDirectory(prefix="datakit-lightning-")) as folder:
+        os.environ[FOLDER_VARIABLE] = folder
+        fit(Path(folder), args)
+
+
+def fit(folder: Path, args: argparse.Namespace) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     if os.environ.get("LOCAL_RANK", "0") == "0":  # DDP's other ranks start once this one is fitting
-        prepare(args.workdir)
-    model = Classifier(str(args.workdir / "shapes.lmdb"), args.loader, args.workers)
-    stop = [StopAndSave(args.stop_after, args.workdir / "mid-epoch.ckpt")] if args.stop_after else []
+        prepare(folder)
+    model = Classifier(str(folder / "shapes.lmdb"), args.loader, args.workers)
+    stop = [StopAndSave(args.stop_after, folder / "mid-epoch.ckpt")] if args.stop_after else []
     trainer = lightning.Trainer(max_epochs=1, accelerator="cpu", devices=args.devices, strategy=args.strategy,
                                 logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                                enable_model_summary=False, callbacks=stop)
+                                enable_model_summary=False, callbacks=stop, default_root_dir=folder)
     trainer.fit(model, ckpt_path=str(args.resume) if args.resume else None)
     if args.record:
         Path(f"{args.record}.rank{trainer.global_rank}.json").write_text(json.dumps(model.seen))
     if trainer.global_rank == 0:
         print(f"trained {trainer.global_step} steps on {args.devices} process(es), {args.loader}'s loader")
-
 
 if __name__ == "__main__":
     main()

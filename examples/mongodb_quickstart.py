@@ -12,12 +12,17 @@ names:
     docker compose up -d mongo                       # or a real MongoDB in Docker
     python examples/mongodb_quickstart.py
     DATAKIT_MONGO_URI=mongodb://db.example:27017/vision python examples/mongodb_quickstart.py
+
+The generated image folder is written in a temporary folder, deleted at the
+end; ``--output DIR`` keeps it in ``DIR`` (as ``DIR/flowers``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import tempfile
 import time
 from urllib.parse import urlsplit
@@ -44,13 +49,18 @@ def main() -> None:
                         help=f"database, when the URI names none (default {DEFAULT_DATABASE})")
     parser.add_argument("--collection", default="quickstart")
     parser.add_argument("--images", type=int, default=600)
+    parser.add_argument("--output", metavar="DIR", default=None,
+                        help="keep the generated images here (default: a temporary folder, deleted "
+                             "at the end)")
     args = parser.parse_args()
     database = database_for(args.uri, args.database)
     if database is not None and args.database is None:
         print(f"the URI names no database: using database {database} (--database chooses another)")
 
-    with tempfile.TemporaryDirectory() as scratch:
+    with (contextlib.nullcontext(args.output) if args.output else
+          tempfile.TemporaryDirectory(prefix="datakit-mongodb-")) as scratch:
         folder = os.path.join(scratch, "flowers")
+        shutil.rmtree(folder, ignore_errors=True)  # a previous run's, in --output DIR
         make_image_folder(folder, classes=["daisy", "rose", "tulip"], per_class=args.images // 3,
                           size=(64, 64))
         try:

@@ -10,12 +10,14 @@ The demo trains a small model three times on a generated image folder:
 Because the resumed loader yields exactly the batches the uninterrupted run
 would have yielded next, the resumed run ends with the very same weights.
 
-    python examples/resume_training.py
+    python examples/resume_training.py                 # in a temporary folder, deleted at the end
+    python examples/resume_training.py --output DIR    # keeps the store and the checkpoint in DIR
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import signal
@@ -77,7 +79,9 @@ def train(store: str, checkpoint: str, workers: int, resume: bool, kill_at: int 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=None, help="working folder (default: a temporary one)")
+    parser.add_argument("--output", "--root", metavar="DIR", default=None,
+                        help="keep the store and the checkpoint here (default: a temporary folder, "
+                             "deleted at the end)")
     parser.add_argument("--child", nargs=3, metavar=("STORE", "CHECKPOINT", "KILL_AT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -85,8 +89,9 @@ def main() -> None:
         store, checkpoint, kill_at = args.child
         train(store, checkpoint, workers=2, resume=False, kill_at=int(kill_at))
         return
-    with tempfile.TemporaryDirectory() as scratch:
-        root = args.root or scratch
+    with (contextlib.nullcontext(args.output) if args.output else
+          tempfile.TemporaryDirectory(prefix="datakit-resume-")) as root:
+        os.makedirs(root, exist_ok=True)
         store, checkpoint = prepare(root), os.path.join(root, "checkpoint.pt")
         print("1. uninterrupted run (2 workers)")
         expected = train(store, checkpoint, workers=2, resume=False, kill_at=None)

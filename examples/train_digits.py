@@ -8,14 +8,18 @@ with ``datakit convert``, and trains with ``datakit.DataLoader`` on the CPU.
     pip install -e '.[examples]'        # scikit-learn
     python examples/train_digits.py     # about half a minute on 2 cores
 
-The last line is ``test accuracy: 0.9xx``.
+The last line is ``test accuracy: 0.9xx``. The folders and stores are written
+in a temporary folder, deleted at the end; ``--output DIR`` keeps them in
+``DIR`` (a rerun replaces them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -70,23 +74,35 @@ def accuracy(model: nn.Module, loader: datakit.DataLoader) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default="demo-data/digits")
+    parser.add_argument("--output", "--root", metavar="DIR", default=None,
+                        help="keep the image folders and stores here (default: a temporary folder, "
+                             "deleted at the end)")
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    torch.manual_seed(args.seed)
-    started = time.perf_counter()
+    with (contextlib.nullcontext(args.output) if args.output else
+          tempfile.TemporaryDirectory(prefix="datakit-digits-")) as root:
+        train_and_test(root, args)
 
-    shutil.rmtree(args.root, ignore_errors=True)
-    write_digit_folders(os.path.join(args.root, "images"), args.seed)
+
+def pack(root: str, seed: int) -> None:
+    """The digits as image folders, each split packed into a store (a previous run's replaced)."""
+    for earlier in ("images", "train.lmdb", "test.lmdb"):
+        shutil.rmtree(os.path.join(root, earlier), ignore_errors=True)
+    write_digit_folders(os.path.join(root, "images"), seed)
     for split in ("train", "test"):
-        report = datakit.convert(os.path.join(args.root, "images", split),
-                                 os.path.join(args.root, f"{split}.lmdb"), format="raw")
+        report = datakit.convert(os.path.join(root, "images", split), os.path.join(root, f"{split}.lmdb"),
+                                 format="raw")
         print(f"packed {split}: {report.written} images, {len(report.skipped)} skipped")
 
-    train = datakit.LMDBDataset(os.path.join(args.root, "train.lmdb"), output="tensor")
-    test = datakit.LMDBDataset(os.path.join(args.root, "test.lmdb"), output="tensor")
+
+def train_and_test(root: str, args: argparse.Namespace) -> None:
+    torch.manual_seed(args.seed)
+    started = time.perf_counter()
+    pack(root, args.seed)
+    train = datakit.LMDBDataset(os.path.join(root, "train.lmdb"), output="tensor")
+    test = datakit.LMDBDataset(os.path.join(root, "test.lmdb"), output="tensor")
     generator = torch.Generator().manual_seed(args.seed)
     train_loader = datakit.DataLoader(train, batch_size=64, shuffle=True, num_workers=args.workers,
                                       persistent_workers=args.workers > 0, generator=generator)
@@ -108,7 +124,6 @@ def main() -> None:
                   f"test accuracy {accuracy(model, test_loader):.3f}")
     print(f"trained in {time.perf_counter() - started:.1f} s")
     print(f"test accuracy: {accuracy(model, test_loader):.2f}")
-
 
 if __name__ == "__main__":
     main()

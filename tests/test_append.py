@@ -295,3 +295,163 @@ def test_an_append_to_no_store_is_refused_and_creates_nothing(store, fresh_folde
     with pytest.raises(StoreNotFoundError):
         datakit.inspect(store.location, collection=store.collection)
     assert os.listdir(tmp_path) == ["animals"]  # not even an empty folder named after the typo
+
+
+def other_folder(root: Path) -> list[str]:
+    """A second image folder, whose relative paths the store does not hold (a new class ``ant``
+    and more cats): its files' relative paths, in conversion order."""
+    make_image_folder(root, classes=("ant", "cat"), per_class=3, size=(40, 30), seed=11)
+    for path in sorted(root.rglob("*.jpg")):
+        path.rename(path.with_name("other_" + path.name))
+    return source_files(root)
+
+
+def unfinished(store: Store) -> dict[str, Any]:
+    """What ``inspect`` says of an append the test killed (after its writer is gone)."""
+    store.wait_for_no_writer()
+    summary = datakit.inspect(store.location, collection=store.collection)
+    assert summary["complete"] and not summary["being_written"] and summary["length"] == 24
+    found = summary["unfinished_append"]
+    assert found is not None, summary
+    return found
+
+
+def test_an_append_from_another_folder_onto_an_unfinished_append_is_refused_or_discards_it(
+        store, fresh_folder, tmp_path):
+    store.convert(fresh_folder)
+    before = store.records()
+    added_here = grow(fresh_folder)
+    kill(store.start_append(fresh_folder, 6))
+    written = unfinished(store)["written"]
+    assert written > 0
+    other = tmp_path / "other"
+    added = other_folder(other)
+    with pytest.raises(ConversionError) as refused:
+        store.convert(other, append=True)
+    message = str(refused.value)
+    assert f"an unfinished append from {fresh_folder} ({written} record(s) written so far)" in message
+    assert "append=True" in message and "discard_unfinished=True" in message, message
+    result = CliRunner().invoke(cli, ["convert", str(other), *cli_location(store), "--append", "-j", "1"])
+    assert result.exit_code == 1, result.output
+    line = error_line(result.output)
+    assert f"`datakit convert {fresh_folder} {' '.join(cli_location(store))} --append`" in line, line
+    assert f"`datakit convert {other} {' '.join(cli_location(store))} --append --discard-unfinished`" in line
+    with pytest.raises(ConversionError, match="unfinished append"):  # --resume is no way round it
+        store.convert(other, resume=True)
+    assert store.records() == before and unfinished(store)["written"] == written  # nothing changed
+    report = store.convert(other, append=True, discard_unfinished=True)
+    assert (report.discarded, report.discarded_from) == (written, str(fresh_folder))
+    assert (report.written, report.appended_to, report.total) == (len(added), 24, 24 + len(added))
+    assert store.records()[:24] == before
+    grown = store.dataset()
+    assert grown.classes == ["bird", "cat", "dog", "ant"]
+    assert [grown.source_path(i) for i in range(24, 30)] == [str(other / path) for path in added]
+    assert [grown[i][0] for i in range(24, 30)] == [(other / path).read_bytes() for path in added]
+    assert [(entry["source"], entry["added"]) for entry in grown.manifest.appends] == [(str(other), 6)]
+    assert datakit.inspect(store.location, collection=store.collection)["unfinished_append"] is None
+    grown.close()
+    report = store.convert(fresh_folder, append=True)  # the first folder's images, from the start
+    assert report.written == len(added_here) == 10 and report.discarded == 0
+    grown = store.dataset()
+    assert sorted(grown.source_path(i) for i in range(30, 40)) == sorted(
+        str(fresh_folder / path) for path in added_here)
+    assert [grown[i][0] for i in range(40)] == [Path(grown.source_path(i)).read_bytes() for i in range(40)]
+
+
+def test_records_appended_from_another_folder_name_the_files_they_came_from(store, fresh_folder, tmp_path):
+    store.convert(fresh_folder)
+    other = tmp_path / "other"
+    added = other_folder(other)
+    assert store.convert(other, append=True).written == len(added)
+    grown = store.dataset()
+    assert [grown.source_path(i) for i in range(24)] == [str(fresh_folder / path)
+                                                          for path in source_files(fresh_folder)]
+    assert [grown.source_path(i) for i in range(24, 30)] == [str(other / path) for path in added]
+    assert [path for path, _ in grown.samples[22:26]] == [
+        str(fresh_folder / "dog" / "00006.jpg"), str(fresh_folder / "dog" / "00007.jpg"),
+        str(other / added[0]), str(other / added[1])]
+    assert [grown[i][0] for i in range(30)] == [Path(path).read_bytes() for path, _ in grown.samples]
+    assert grown.index_of(other / added[3]) == 27 and grown.index_of(added[3]) == 27
+    assert grown.index_of(fresh_folder / "cat" / "00001.jpg") == 9
+    with pytest.raises(KeyError, match="not a sample"):
+        grown.index_of(other / "cat" / "00001.jpg")  # that name is stored, but from the first folder
+
+
+def test_inspect_shows_an_unfinished_append_and_how_to_finish_or_drop_it(store, fresh_folder):
+    store.convert(fresh_folder)
+    grow(fresh_folder)
+    kill(store.start_append(fresh_folder, 6))
+    found = unfinished(store)
+    where = " ".join(cli_location(store))
+    assert found["source"] == str(fresh_folder) and 0 < found["written"] < 10
+    assert found["finish"] == f"datakit convert {fresh_folder} {where} --append"
+    assert found["discard"] == f"datakit convert SRC {where} --append --discard-unfinished"
+    result = CliRunner().invoke(cli, ["inspect", *cli_location(store)])
+    assert result.exit_code == 0, result.output  # readable as it was: not an incomplete store
+    line = next(line for line in result.output.splitlines() if line.startswith("unfinished"))
+    assert f"an append from {fresh_folder} was interrupted after {found['written']} record(s)" in line
+    assert f"`{found['finish']}`" in line and f"`{found['discard']}`" in line, line
+    as_json = CliRunner().invoke(cli, ["inspect", *cli_location(store), "--json"])
+    assert as_json.exit_code == 0 and json.loads(as_json.output)["unfinished_append"] == found
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), *cli_location(store),
+                                      "--discard-unfinished"])
+    assert result.exit_code == 2 and "pass --append with it" in result.output, result.output
+    with pytest.raises(ValueError, match="pass append=True with it"):
+        store.convert(fresh_folder, discard_unfinished=True)
+    result = CliRunner().invoke(cli, ["convert", str(fresh_folder), *cli_location(store), "--append",
+                                      "--discard-unfinished", "-j", "1"])  # start it over
+    assert result.exit_code == 0, result.output
+    discarded = f"discarded an unfinished append from {fresh_folder} ({found['written']} record(s)"
+    assert discarded in result.output
+    assert "appended 10 images" in result.output and "24 before, 34 now" in result.output
+    assert datakit.inspect(store.location, collection=store.collection)["unfinished_append"] is None
+
+
+def test_an_image_taken_as_held_because_another_folder_stored_its_name_is_reported(fresh_folder, tmp_path):
+    store = tmp_path / "s"
+    datakit.convert(fresh_folder, store, workers=1)
+    other = tmp_path / "other"
+    added = other_folder(other)
+    shutil.copy(other / added[0], other / "cat" / "00001.jpg")  # a new image, under a name the store holds
+    result = CliRunner().invoke(cli, ["convert", str(other), str(store), "--append", "-j", "1"])
+    assert result.exit_code == 0 and "appended 6 images" in result.output, result.output
+    assert (f"1 image(s) under {other} were not appended: the store holds records with the same relative "
+            f"path(s) from another folder") in result.output
+    as_json = CliRunner().invoke(cli, ["convert", str(other), str(store), "--append", "--json"])
+    assert json.loads(as_json.output)["held_elsewhere"] == ["cat/00001.jpg"]
+    again = datakit.convert(fresh_folder, store, append=True, workers=1)
+    assert again.written == 0 and again.held_elsewhere == []  # the store's own folder: nothing to say
+
+
+def test_a_mongodb_roll_back_killed_after_its_progress_document_leaves_nothing_a_reader_or_append_sees(
+        mongo_store_location, fresh_folder, tmp_path):
+    """--discard-unfinished deletes the progress document first; a kill right after it leaves the
+    appended documents past the manifest's length, which the next append deletes before it writes."""
+    from pymongo import MongoClient
+
+    from datakit.stores.mongo.layout import META_COLLECTION, progress_id
+
+    store = Store(mongo_store_location["uri"], mongo_store_location["collection"])
+    store.convert(fresh_folder)
+    before = store.records()
+    grow(fresh_folder)
+    kill(store.start_append(fresh_folder, 6))
+    store.wait_for_no_writer()
+    client: MongoClient = MongoClient(store.location, serverSelectionTimeoutMS=5000)
+    try:
+        database = client[mongo_store_location["database"]]
+        database[META_COLLECTION].delete_one({"_id": progress_id(store.collection)})  # where the kill lands
+        samples = database[store.collection]
+        assert samples.count_documents({"_id": {"$gte": 24}}) > 0  # the append's documents are still there
+        summary = datakit.inspect(store.location, collection=store.collection)
+        assert summary["complete"] and summary["length"] == 24 and summary["unfinished_append"] is None
+        assert store.records() == before
+        other = tmp_path / "other"
+        added = other_folder(other)
+        assert store.convert(other, append=True).written == len(added)
+        assert samples.count_documents({}) == 24 + len(added)  # the leftovers were deleted first
+    finally:
+        client.close()
+    grown = store.dataset()
+    assert [grown[i][0] for i in range(24, 30)] == [(other / path).read_bytes() for path in added]
+    assert [grown.source_path(i) for i in range(24, 30)] == [str(other / path) for path in added]

@@ -280,30 +280,74 @@ def test_inspect_says_what_a_path_that_holds_no_store_is(lmdb_store, tmp_path):
 @pytest.mark.integration
 def test_bench_says_in_its_result_what_torch_ran_and_what_samples_per_second_counts(tmp_path):
     """Without torchvision, torch's loader runs datakit.vision's operations unfused: the result says
-    so (text and --json), as it says when samples/s includes the start-up of a single epoch."""
+    so (text and --json) and how to install it, as it says when samples/s includes the start-up of a
+    single epoch."""
     from datakit.tools.synthetic import make_photo_folder
 
     make_photo_folder(tmp_path / "photos", images=8, classes=2, sides=(60, 90))
     datakit.convert(tmp_path / "photos", tmp_path / "photos.lmdb", workers=1)
     hidden = tmp_path / "hidden" / "torchvision"
     hidden.mkdir(parents=True)
-    (hidden / "__init__.py").write_text('raise ImportError("torchvision hidden by this test")\n')
+    (hidden / "__init__.py").write_text(  # as Python says it of a package that is not installed
+        'raise ModuleNotFoundError("No module named \'torchvision\'", name="torchvision")\n')
     path = os.pathsep.join([str(hidden.parent), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path}
     command = [sys.executable, "-m", "datakit", "bench", str(tmp_path / "photos.lmdb"), "--repeats", "1",
                "--workers", "0", "--batch-size", "4"]
     text = subprocess.run([*command, "--epochs", "1"], capture_output=True, text=True, env=env, timeout=120)
     assert text.returncode == 0, text.stderr
-    table_and_after = text.stdout[text.stdout.index("samples/s"):]
-    why = "torchvision does not import here (ImportError: torchvision hidden by this test)"
-    assert why in table_and_after
+    table_and_after = " ".join(text.stdout[text.stdout.index("samples/s"):].split())
+    release, index = matching_torchvision()
+    assert ("torchvision is not installed; install the torchvision release made for this torch"
+            in table_and_after), table_and_after
+    assert f"pip install --no-deps 'torchvision=={release}.*'{index}" in table_and_after, table_and_after
     assert "datakit.vision's operations unfused" in table_and_after
     assert "over the only epoch, worker start-up and the first batch included" in table_and_after
     as_json = subprocess.run([*command, "--epochs", "2", "--json"], capture_output=True, text=True, env=env,
                              timeout=120)
     summary = json.loads(as_json.stdout)
-    assert summary["baseline_is_torchvision"] is False and "torchvision hidden" in summary["baseline_note"]
+    assert summary["baseline_is_torchvision"] is False and "not installed" in summary["baseline_note"]
     assert summary["samples_per_second_counts"] == "epochs 2 to 2 (after the first)"
+
+
+def matching_torchvision() -> tuple[str, str]:
+    """The torchvision release made for this torch (torch 2.N: torchvision 0.N+15, as torchvision's
+    compatibility table has it) and the ``--index-url`` of the build torch is (``+cpu``, ``+cu121``)."""
+    import torch
+
+    release, _, build = torch.__version__.partition("+")
+    major, minor = (int(part) for part in release.split(".")[:2])
+    assert major == 2, torch.__version__
+    index = f" --index-url https://download.pytorch.org/whl/{build}" if build else ""
+    return f"0.{minor + 15}", index
+
+
+@pytest.mark.integration
+def test_bench_says_when_torchvision_is_installed_but_does_not_load_and_how_to_get_one_that_does(tmp_path):
+    """A CUDA torchvision beside a CPU torch (``pip install torchvision`` next to a CPU torch) fails its
+    import with ``operator torchvision::nms does not exist``; "install torchvision" was the wrong advice."""
+    from datakit.tools.synthetic import make_photo_folder
+
+    make_photo_folder(tmp_path / "photos", images=4, classes=2, sides=(60, 90))
+    datakit.convert(tmp_path / "photos", tmp_path / "photos.lmdb", workers=1)
+    broken = tmp_path / "site" / "torchvision"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    path = os.pathsep.join([str(broken.parent), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    result = subprocess.run([sys.executable, "-m", "datakit", "bench", str(tmp_path / "photos.lmdb"),
+                             "--repeats", "1", "--workers", "0", "--batch-size", "4", "--epochs", "1"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    note = " ".join(result.stdout[result.stdout.index("note: "):].split())
+    assert "install torchvision to compare" not in note, note
+    import torch
+
+    assert (f"torchvision is installed but does not load beside torch {torch.__version__} "
+            "(RuntimeError: operator torchvision::nms does not exist)") in note, note
+    release, index = matching_torchvision()
+    assert f"pip install --force-reinstall --no-deps 'torchvision=={release}.*'{index}" in note, note
+    assert "so that pip does not replace torch" in note, note
 
 
 def test_inspect_of_an_incomplete_store_exits_3_so_scripts_notice(fresh_folder, tmp_path):

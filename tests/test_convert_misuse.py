@@ -23,9 +23,10 @@ from PIL import Image
 import datakit
 from datakit.cli import cli
 from datakit.conversion.sources.folder import scan_folder
-from datakit.errors import ConversionError, InvalidLocationError, StoreError
+from datakit.errors import ConversionError, InvalidLocationError, SourceError, StoreError
 from tests.conftest import CLASSES, PER_CLASS
 from tests.helpers import kill_conversion_at, permissions_apply, run_obeying_permissions, stored_sources
+from tests.limited_child import run_limited
 
 GOOD = len(CLASSES) * PER_CLASS
 DATAKIT = [sys.executable, "-m", "datakit"]
@@ -295,9 +296,10 @@ def test_max_pixels_allows_big_images_and_the_skip_reason_names_it(tmp_path):
     allowed = run("convert", src, tmp_path / "b", "-j", "1", "--json", "--max-pixels", "100000000")
     assert allowed.exit_code == 0 and json.loads(allowed.output)["skipped"] == []
     assert datakit.LMDBDataset(tmp_path / "b", output="bytes")[0][0] == huge.read_bytes()
-    lower = datakit.convert(src, tmp_path / "c", workers=1, max_pixels=10)
-    assert [item.path for item in lower.skipped] == ["big/huge.png", "big/small.png"]
-    assert all("10 pixels" in item.reason for item in lower.skipped)
+    with pytest.raises(SourceError) as lower:  # both skipped: a conversion that stores nothing fails
+        datakit.convert(src, tmp_path / "c", workers=1, max_pixels=10)
+    assert "big/huge.png: 10000x9000 is more than 10 pixels" in str(lower.value)
+    assert "big/small.png: 4x4 is more than 10 pixels" in str(lower.value)
 
 
 def test_the_command_lines_default_limit_is_the_librarys():
@@ -374,3 +376,84 @@ def test_skipped_files_of_an_interrupted_store_are_not_known_yet(fresh_folder, t
     kill_conversion_at(fresh_folder, tmp_path / "s", stop_at=7, workers=1)
     result = run("inspect", tmp_path / "s", "--skipped")
     assert result.exit_code == 3 and "not known until the conversion finishes" in result.output
+
+
+# Sources datakit cannot read: each is named, with what to do
+
+
+@pytest.mark.parametrize("suffix, tool", [(".tar.gz", "gunzip"), (".tgz", "gunzip"), (".tar.zst", "zstd -d")])
+def test_compressed_shards_are_named_with_the_command_that_decompresses_them(image_folder, tmp_path, suffix,
+                                                                              tool):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for number in range(2):
+        (shards / f"train-{number:03d}{suffix}").write_bytes(b"\x1f\x8b\x08\x00 compressed")
+    for src in (shards, shards / f"train-000{suffix}"):
+        result = run("convert", src, tmp_path / "s")
+        line = one_line_error(result.output)
+        assert result.exit_code == 1 and "compressed tar shard" in line, result.output
+        assert f"train-000{suffix}" in line and "uncompressed .tar" in line and tool in line, line
+        assert "no images found" not in line and "expected class folders" not in line, line
+        with pytest.raises(SourceError, match="uncompressed .tar"):
+            datakit.convert(src, tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+    (shards / "cat").mkdir()  # class folders beside a stray archive: an image folder, as before
+    shutil.copy(next((image_folder / "cat").iterdir()), shards / "cat" / "a.jpg")
+    report = datakit.convert(shards, tmp_path / "folder.lmdb", workers=1)
+    assert report.total == 1 and f"train-000{suffix}" in report.ignored
+
+
+# FIFOs, devices and files too big in an image folder (run under a memory and a time limit)
+
+
+def test_fifos_devices_and_oversized_files_are_skipped_as_not_regular_or_too_big(fresh_folder, tmp_path):
+    os.mkfifo(fresh_folder / "cat" / "waits.jpg")  # open() of a FIFO blocks until a writer comes
+    (fresh_folder / "dog" / "endless.jpg").symlink_to("/dev/zero")  # st_size 0, never ends
+    with open(fresh_folder / "bird" / "huge.png", "wb") as sparse:  # 64 MiB of nothing, on no disk
+        sparse.truncate(64 << 20)
+    result = run_limited(["convert", fresh_folder, tmp_path / "s", "--max-pixels", "100000", "--json"])
+    assert result.returncode == 0, result.stderr
+    skipped = {item["path"]: item["reason"] for item in json.loads(result.stdout)["skipped"]}
+    assert set(skipped) == {"cat/waits.jpg", "dog/endless.jpg", "bird/huge.png"}, skipped
+    assert skipped["cat/waits.jpg"] == "not a regular file (a FIFO)"
+    assert skipped["dog/endless.jpg"] == "not a regular file (a character device)"
+    assert skipped["bird/huge.png"].startswith(f"{64 << 20} bytes, more than the ")
+    assert "--max-pixels" in skipped["bird/huge.png"]
+    assert len(stored_sources(tmp_path / "s")) == GOOD
+
+
+# A conversion that would store nothing
+
+
+def test_a_conversion_whose_every_image_is_skipped_fails_and_leaves_no_store(tmp_path):
+    src = tmp_path / "broken"
+    for name in ("cat", "dog"):
+        (src / name).mkdir(parents=True)
+        (src / name / "a.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")
+    result = run("convert", src, tmp_path / "s")
+    assert result.exit_code == 1, result.output
+    line = one_line_error(result.output)
+    assert "no image could be stored" in line and "2 file(s) were skipped" in line, line
+    assert "cat/a.jpg: " in line, line
+    assert not (tmp_path / "s").exists()  # nothing to resume: the same command runs again once mended
+    with pytest.raises(SourceError, match="no image could be stored"):
+        datakit.convert(src, tmp_path / "t", workers=1)
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_mongodb_conversion_that_stores_nothing_leaves_no_collection(tmp_path, mongo_store_location):
+    from pymongo import MongoClient
+
+    location = mongo_store_location
+    src = tmp_path / "broken"
+    (src / "cat").mkdir(parents=True)
+    (src / "cat" / "a.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(SourceError, match="no image could be stored, 1 file"):
+        datakit.convert(src, location["uri"], collection=location["collection"], workers=1)
+    client: MongoClient = MongoClient(location["uri"], serverSelectionTimeoutMS=5000)
+    try:
+        left = [name for name in client[location["database"]].list_collection_names()
+                if name.startswith(location["collection"])]
+    finally:
+        client.close()
+    assert left == []

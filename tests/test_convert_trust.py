@@ -140,3 +140,20 @@ def _labels(folder: Path, tmp_path: Path) -> Path:
     path = tmp_path / "labels.csv"
     path.write_text("path,label\n.ipynb_checkpoints/cat_0000-checkpoint.png,cat\n")
     return path
+
+
+# `--resume` with nothing to resume
+
+def test_a_resume_with_no_store_says_it_converted_a_new_one(image_folder, tmp_path):
+    """A kill before the first commit leaves nothing, and "rerun with --resume" must still work;
+    a mistyped destination must not pass unnoticed either."""
+    result = run("convert", image_folder, tmp_path / "typo.lmdb", "--resume", "-j", "1")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == (f"no store at {tmp_path / 'typo.lmdb'} to resume: "
+                                             "converted a new one"), result.output
+    report = datakit.convert(image_folder, tmp_path / "new.lmdb", resume=True, workers=1)
+    assert report.resumed_nothing and report.total == GOOD
+    again = datakit.convert(image_folder, tmp_path / "new.lmdb", resume=True, workers=1)
+    assert again.already_complete and not again.resumed_nothing
+    plain = run("convert", image_folder, tmp_path / "plain.lmdb", "-j", "1")
+    assert "to resume" not in plain.output

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 
 import datakit
 from datakit.errors import CorruptRecordError, StoreNotFoundError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from tests.conftest import CLASSES, PER_CLASS
 
 GOOD = len(CLASSES) * PER_CLASS
@@ -156,3 +156,19 @@ def test_samples_are_read_only_and_a_lost_source_path_is_named(image_folder, tmp
         dataset.samples[3]
     with pytest.raises(StoreError, match=record_key(3)):
         list(dataset.samples)
+
+
+@pytest.mark.parametrize("name", ["samples", "imgs"])
+def test_assigning_samples_or_imgs_names_that_attribute_and_why_it_is_read_only(lmdb_store, name):
+    """``dataset.samples = []`` once said "property 'imgs' ... has no setter": the other name, no reason."""
+    from datakit.errors import DatakitError
+
+    dataset = datakit.LMDBDataset(lmdb_store)
+    with pytest.raises(AttributeError) as caught:
+        setattr(dataset, name, [])
+    message = str(caught.value)
+    assert isinstance(caught.value, DatakitError)
+    assert f"LMDBDataset.{name} is read-only" in message, message
+    assert "read from the store" in message, message
+    assert ("imgs" if name == "samples" else "'samples'") not in message, message
+    assert len(dataset.samples) == len(dataset)  # still the store's

@@ -1,7 +1,14 @@
-"""The examples run as a user would run them."""
+"""The examples run as a user would run them, from a clean folder that they leave clean.
+
+Each example writes under a temporary folder, deleted at its end, unless
+``--output DIR`` names a folder to keep its files in. The tests run each one
+from an empty working folder with ``TMPDIR`` pointed at another empty folder,
+and check that both are empty afterwards.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -9,40 +16,83 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from tests.test_lightning import SITECUSTOMIZE
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
 
 
-def run_example(name: str, *args: str, env: dict[str, str] | None = None) -> str:
+def run_example(name: str, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    """``python examples/NAME ARGS`` in ``cwd``; asserts that it succeeded and left nothing behind."""
+    scratch = cwd.parent / f"{cwd.name}-tmp"
+    cwd.mkdir(exist_ok=True)
+    scratch.mkdir(exist_ok=True)
     result = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
-                            env={**os.environ, **(env or {})}, timeout=300)
+                            cwd=cwd, env={**os.environ, **(env or {}), "TMPDIR": str(scratch)}, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(path.name for path in cwd.iterdir()) == [], f"{name} left files in its working folder"
+    # torch keeps its compile cache there (torchinductor_USER), shared by every run: not the example's
+    left = [path.name for path in scratch.iterdir() if not path.name.startswith("torchinductor_")]
+    assert left == [], f"{name} left its temporary folder"
     return result.stdout
 
 
 @pytest.mark.integration
-def test_quickstart(tmp_path):
-    output = run_example("quickstart.py", "--root", str(tmp_path / "demo"), "--images", "200")
-    assert "converted: 200 images" in output and "verify ok" in output and "samples/s" in output
-    assert (tmp_path / "demo" / "preview.png").exists()
+def test_quickstart_works_in_a_temporary_folder(tmp_path):
+    output = run_example("quickstart.py", "--images", "100", "--workers", "1", cwd=tmp_path / "cwd")
+    assert "converted: 100 images" in output and "verify ok" in output and "samples/s" in output
+    assert "--output DIR" in output  # says where the files went, and how to keep them
 
 
 @pytest.mark.integration
-def test_mongodb_quickstart(mongo_store_location):
-    output = run_example("mongodb_quickstart.py", "--uri", mongo_store_location["uri"], "--collection",
-                         mongo_store_location["collection"], "--images", "90")
-    assert "converted 90 images" in output and "verify ok" in output and "read one epoch: 90" in output
+def test_quickstart_keeps_its_files_in_output_and_replaces_them_on_a_rerun(tmp_path):
+    keep = tmp_path / "demo"
+    for _ in range(2):
+        output = run_example("quickstart.py", "--output", str(keep), "--images", "50", "--workers", "0",
+                             cwd=tmp_path / "cwd")
+        assert "converted: 50 images" in output and "verify ok" in output
+    assert sorted(path.name for path in keep.iterdir()) == ["images", "images.lmdb", "preview.png"]
 
 
 @pytest.mark.integration
 def test_resume_training_ends_with_identical_weights(tmp_path):
-    output = run_example("resume_training.py", "--root", str(tmp_path))
+    output = run_example("resume_training.py", cwd=tmp_path / "cwd")
     assert "killed at step 23" in output and "resumed at step 20" in output
     assert output.rstrip().endswith("identical")
 
 
 @pytest.mark.integration
-def test_mongodb_quickstart_takes_the_uri_form_the_tests_use(mongo_uri):
+@pytest.mark.skipif(importlib.util.find_spec("lightning") is None,
+                    reason="PyTorch Lightning is not installed (pip install -e '.[lightning]')")
+def test_lightning_train_leaves_no_folder_behind(tmp_path):
+    """It left ``lightning-example/`` in the working folder."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)  # torchvision, as tests/test_lightning.py loads it
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    output = run_example("lightning_train.py", "--workers", "0", cwd=tmp_path / "cwd", env=env)
+    assert "trained 12 steps on 1 process(es)" in output
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(importlib.util.find_spec("sklearn") is None,
+                    reason="scikit-learn is not installed (pip install -e '.[examples]')")
+def test_train_digits_leaves_no_folder_behind(tmp_path):
+    output = run_example("train_digits.py", "--epochs", "1", "--workers", "0", cwd=tmp_path / "cwd")
+    assert "packed train" in output and "test accuracy: " in output
+
+
+@pytest.mark.integration
+def test_mongodb_quickstart(mongo_store_location, tmp_path):
+    output = run_example("mongodb_quickstart.py", "--uri", mongo_store_location["uri"], "--collection",
+                         mongo_store_location["collection"], "--images", "90", cwd=tmp_path / "cwd")
+    assert "converted 90 images" in output and "verify ok" in output and "read one epoch: 90" in output
+
+
+@pytest.mark.integration
+def test_mongodb_quickstart_takes_the_uri_form_the_tests_use(mongo_uri, tmp_path):
     """``DATAKIT_MONGO_URI=mongodb://HOST:PORT`` (no database, as for the test suite) works as it is."""
-    output = run_example("mongodb_quickstart.py", "--images", "30", env={"DATAKIT_MONGO_URI": mongo_uri})
+    output = run_example("mongodb_quickstart.py", "--images", "30", cwd=tmp_path / "cwd",
+                         env={"DATAKIT_MONGO_URI": mongo_uri})
     assert "converted 30 images" in output and "database datakit_examples" in output
     assert "verify ok" in output and "read one epoch: 30" in output

@@ -173,3 +173,50 @@ def test_resume_finishes_only_an_unfinished_export_of_the_same_store(image_folde
     assert_export_is_the_store(lmdb_store, tmp_path / "out", image_folder)  # the leftover is gone
     fresh = datakit.export(lmdb_store, tmp_path / "new", resume=True)  # nothing there: starts afresh
     assert (fresh.kept, fresh.written) == (0, 24)
+
+
+def _with_source_paths(store: Path, copy: Path, paths: dict[int, str]) -> Path:
+    """A copy of ``store`` whose records ``paths`` name have those source paths (as a store imported
+    from an LMDB of images, whose keys are any text, can have)."""
+    import shutil
+
+    import lmdb
+
+    from datakit.stores.lmdb.layout import decode_source, encode_source, source_key
+
+    shutil.copytree(store, copy)
+    with lmdb.open(str(copy)) as env, env.begin(write=True) as txn:
+        for index, path in paths.items():
+            label, _ = decode_source(txn.get(source_key(index)), source_key(index), str(copy))
+            txn.put(source_key(index), encode_source(label, path))
+    return copy
+
+
+@pytest.mark.parametrize(("paths", "named"), [
+    ({3: "cat/a\x00b.jpg"}, ["'cat/a\\x00b.jpg'"]),
+    ({3: "cat/a", 4: "cat/a/b.jpg"}, ["'cat/a'", "'cat/a/b.jpg'"]),
+    ({3: "cat/a/b.jpg", 4: "cat/a"}, ["'cat/a/b.jpg'", "'cat/a'"]),
+    ({3: "cat/A", 9: "cat/a/b/c.jpg"}, ["'cat/A'", "'cat/a/b/c.jpg'"]),
+], ids=["nul", "file-then-folder", "folder-then-file", "case-folded"])
+def test_an_export_refuses_paths_no_folder_can_hold_naming_them_and_writing_nothing(lmdb_store, tmp_path,
+                                                                                   paths, named):
+    store = _with_source_paths(lmdb_store, tmp_path / "s.lmdb", paths)
+    result = CliRunner().invoke(cli, ["export", str(store), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "bug in datakit" not in result.output, result.output
+    assert result.output.strip().count("\n") == 0 and all(name in result.output for name in named)
+    assert "nothing was exported" in result.output
+    assert not (tmp_path / "out").exists()  # refused before the folder, its marker or a part file
+    with pytest.raises(ExportError):
+        datakit.export(store, tmp_path / "out")
+
+
+def test_an_export_refuses_a_record_where_its_label_file_goes(fresh_folder, tmp_path):
+    names = source_files(fresh_folder)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("path,label\n" + "".join(f"{name},x{index % 2}\n" for index, name in enumerate(names)))
+    datakit.convert(fresh_folder, tmp_path / "s.lmdb", labels=labels, workers=1)
+    store = _with_source_paths(tmp_path / "s.lmdb", tmp_path / "t.lmdb", {2: "labels.csv"})
+    with pytest.raises(ExportError, match="'labels.csv', the label file this export writes.* and record "
+                                          "'0000000002' at 'labels.csv' would be the same file"):
+        datakit.export(store, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

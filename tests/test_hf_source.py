@@ -6,9 +6,11 @@ test checks the store sample for sample against the rows it came from.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +19,7 @@ import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, SourceError
 from tests.helpers import kill_conversion_at, stored_sources
+from tests.limited_child import run_limited
 from tests.source_builders import BROKEN_JPEG, hf_dataset, image_bytes, save_quietly
 
 datasets = pytest.importorskip("datasets", reason="the datasets library is not installed (datakit[hf])")
@@ -198,3 +201,170 @@ def test_append_adds_the_rows_the_store_lacks_and_refuses_another_kind_of_source
     assert _stored(tmp_path / "s") == list(zip(images, labels, strict=True))
     with pytest.raises(ConversionError, match="was converted from a Hugging Face dataset; an append to it"):
         datakit.convert(image_folder, tmp_path / "s", append=True)
+
+
+def write_rows(path: Path, images: list[dict[str, Any]], labels: list[int]) -> Path:
+    """An Arrow file of ``{"bytes", "path"}`` image values written as given (paths stay paths)."""
+    from datasets.arrow_writer import ArrowWriter
+
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    with ArrowWriter(features=features, path=str(path)) as writer:
+        for image, label in zip(images, labels, strict=True):
+            writer.write({"image": image, "label": label})
+        writer.finalize()
+    return path
+
+
+def _report(result: Any) -> dict[str, Any]:
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_image_paths_outside_the_dataset_folder_are_never_read(tmp_path):
+    secret = image_bytes(99)
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "secret.jpg").write_bytes(secret)
+    (tmp_path / "ds" / "img").mkdir(parents=True)
+    inside = image_bytes(5)
+    (tmp_path / "ds" / "img" / "ok.jpg").write_bytes(inside)
+    (tmp_path / "ds" / "img" / "link.jpg").symlink_to(tmp_path / "private" / "secret.jpg")
+    paths = ["img/ok.jpg", str(tmp_path / "private" / "secret.jpg"), "../private/secret.jpg", "img/link.jpg",
+             "/dev/zero"]
+    rows = [{"bytes": image_bytes(1), "path": None}, *({"bytes": None, "path": path} for path in paths)]
+    src = write_rows(tmp_path / "ds" / "rows.arrow", rows, [0] * len(rows))
+    report = _report(run_limited(["convert", src, tmp_path / "s", "--json"]))
+    skipped = {item["path"]: item["reason"] for item in report["skipped"]}
+    assert sorted(skipped) == [f"rows/{row:08d}" for row in range(2, 6)]
+    for reason in skipped.values():
+        assert f"outside {tmp_path / 'ds'}" in reason and "--image-root DIR" in reason, reason
+    assert [image for image, _ in _stored(tmp_path / "s")] == [image_bytes(1), inside]
+    # the user says where images may be read from: the absolute path and the link are inside it now
+    report = _report(run_limited(["convert", src, tmp_path / "t", "--json", "--image-root", tmp_path]))
+    assert [image for image, _ in _stored(tmp_path / "t")] == [image_bytes(1), secret]
+    skipped = {item["path"]: item["reason"] for item in report["skipped"]}
+    for row in (1, 4):  # img/ok.jpg and img/link.jpg are relative to the image root now
+        assert f"which does not exist (looked for {tmp_path / 'img'}" in skipped[f"rows/0000000{row}"]
+    assert "outside" in skipped["rows/00000003"] and "outside" in skipped["rows/00000005"]
+
+
+def test_a_path_naming_a_device_or_a_fifo_is_not_a_regular_file_even_inside_the_image_root(tmp_path):
+    (tmp_path / "ds").mkdir()
+    os.mkfifo(tmp_path / "ds" / "waits.jpg")
+    rows = [{"bytes": image_bytes(1), "path": None}, {"bytes": None, "path": "/dev/zero"},
+            {"bytes": None, "path": str(tmp_path / "ds" / "waits.jpg")}]
+    src = write_rows(tmp_path / "ds" / "rows.arrow", rows, [0, 0, 0])
+    report = _report(run_limited(["convert", src, tmp_path / "s", "--json", "--image-root", "/"]))
+    assert {item["path"]: item["reason"].rsplit(": ", 1)[-1] for item in report["skipped"]} == {
+        "rows/00000001": "not a regular file (a character device)",
+        "rows/00000002": "not a regular file (a FIFO)"}
+    assert _stored(tmp_path / "s") == [(image_bytes(1), 0)]
+
+
+def test_path_only_images_that_resolve_nowhere_fail_in_one_line_saying_where_datakit_looked(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the paths are relative to the working directory, as datasets wrote them
+    (tmp_path / "img").mkdir()
+    images = [image_bytes(seed) for seed in range(3)]
+    for seed, data in enumerate(images):
+        (tmp_path / "img" / f"{seed}.jpg").write_bytes(data)
+    (tmp_path / "pq").mkdir()
+    columns = {"image": [f"img/{seed}.jpg" for seed in range(3)], "label": [0, 1, 0]}
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    datasets.Dataset.from_dict(columns, features=features).to_parquet(str(tmp_path / "pq" / "a.parquet"))
+    result = CliRunner().invoke(cli, ["convert", "pq", str(tmp_path / "s")])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.strip().count("\n") == 0, result.output
+    assert "3 rows" in result.output and "img/0.jpg" in result.output
+    assert f"looked for them under {tmp_path / 'pq'}" in result.output and "--image-root DIR" in result.output
+    assert not (tmp_path / "s").exists()
+    result = CliRunner().invoke(cli, ["convert", "pq", str(tmp_path / "s"), "--image-root", "."])
+    assert result.exit_code == 0, result.output
+    assert _stored(tmp_path / "s") == list(zip(images, [0, 1, 0], strict=True))
+    with pytest.raises(SourceError, match="image_root="):
+        datakit.convert(tmp_path / "pq", tmp_path / "t", workers=1)
+
+
+def test_a_label_file_naming_no_row_is_refused_listing_the_row_names(tmp_path):
+    src = save_quietly(hf_dataset([image_bytes(seed) for seed in range(3)], [], label_column=None),
+                       tmp_path / "hf")
+    labels = tmp_path / "labels.csv"
+    labels.write_text("path,label\ntrain/0,cat\ntrain/1,dog\n")
+    with pytest.raises(SourceError) as caught:
+        datakit.convert(src, tmp_path / "s", labels=labels, workers=1)
+    message = str(caught.value)
+    assert "none of the 2 paths" in message and "train/0" in message and "data/00000000" in message, message
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_dataset_whose_every_row_lacks_a_label_is_refused(tmp_path):
+    src = save_quietly(hf_dataset([image_bytes(0), image_bytes(1)], [-1, -1], class_names=NAMES),
+                       tmp_path / "hf")
+    result = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "s")])
+    assert result.exit_code == 1 and result.output.strip().count("\n") == 0, result.output
+    assert "no image could be stored" in result.output and "data/00000000: no label" in result.output
+    assert not (tmp_path / "s").exists()
+
+
+# --split
+
+
+def _two_splits(tmp_path: Path) -> Path:
+    train = hf_dataset([image_bytes(seed) for seed in range(3)], [0, 2, 1], class_names=NAMES)
+    test = hf_dataset([image_bytes(seed) for seed in range(10, 12)], [1, 1], class_names=NAMES)
+    return save_quietly(datasets.DatasetDict({"train": train, "test": test}), tmp_path / "hf")
+
+
+def test_split_chooses_the_splits_and_the_manifest_and_inspect_say_which(tmp_path):
+    src = _two_splits(tmp_path)
+    result = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "s"), "--split", "test"])
+    assert result.exit_code == 0, result.output
+    assert "split test: 2 rows" in result.output
+    assert stored_sources(tmp_path / "s") == ["test/00000000", "test/00000001"]
+    assert [image for image, _ in _stored(tmp_path / "s")] == [image_bytes(10), image_bytes(11)]
+    dataset = datakit.LMDBDataset(tmp_path / "s")
+    assert dataset.manifest.splits == ["test"] and dataset.classes == NAMES
+    dataset.close()
+    shown = CliRunner().invoke(cli, ["inspect", str(tmp_path / "s")]).output
+    assert "splits      test 2" in shown, shown
+    summary = json.loads(CliRunner().invoke(cli, ["inspect", str(tmp_path / "s"), "--json"]).output)
+    assert summary["splits"] == {"test": 2}
+    report = datakit.convert(src, tmp_path / "t", split=["test", "train"], workers=1)
+    assert report.splits == {"train": 3, "test": 2}
+    assert stored_sources(tmp_path / "t")[:1] == ["train/00000000"]  # the dataset's order
+
+
+def test_without_split_every_split_is_converted_and_the_report_and_inspect_count_each(tmp_path):
+    src = _two_splits(tmp_path)
+    result = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
+    assert "splits train: 3 rows, test: 2 rows, all in this one store (--split NAME chooses)" in result.output
+    assert datakit.inspect(tmp_path / "s")["splits"] == {"train": 3, "test": 2}
+    assert "splits      train 3, test 2" in CliRunner().invoke(cli, ["inspect", str(tmp_path / "s")]).output
+
+
+def test_an_unknown_split_or_a_split_of_a_folder_is_refused_naming_the_splits(tmp_path, image_folder):
+    src = _two_splits(tmp_path)
+    result = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "s"), "--split", "validation"])
+    assert result.exit_code == 1 and result.output.strip().count("\n") == 0, result.output
+    assert "no split 'validation'" in result.output and "its splits: train, test" in result.output
+    with pytest.raises(SourceError, match="split= applies to Hugging Face datasets"):
+        datakit.convert(image_folder, tmp_path / "t", split="train")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
+
+
+def test_a_store_without_splits_reads_as_none(lmdb_store):
+    assert datakit.LMDBDataset(lmdb_store).manifest.splits == []
+    assert datakit.inspect(lmdb_store)["splits"] == {}
+
+
+def test_an_append_of_another_split_adds_its_rows_and_names_it_and_a_resume_keeps_its_splits(tmp_path):
+    src = _two_splits(tmp_path)
+    datakit.convert(src, tmp_path / "s", split="train", workers=1)
+    report = datakit.convert(src, tmp_path / "s", append=True, workers=1)  # every split: test is new
+    assert report.written == 2 and report.total == 5
+    assert datakit.inspect(tmp_path / "s")["splits"] == {"train": 3, "test": 2}
+    kill_conversion_at(src, tmp_path / "t", stop_at=1, workers=1, commit_every=1, split="test")
+    with pytest.raises(ConversionError):  # the interrupted store was of the test split alone
+        datakit.convert(src, tmp_path / "t", resume=True, workers=1)
+    datakit.convert(src, tmp_path / "t", resume=True, split="test", workers=1)
+    assert stored_sources(tmp_path / "t") == ["test/00000000", "test/00000001"]

@@ -7,8 +7,12 @@ them) and reads them through every path (:mod:`tests.hostile_paths`): each
 answer is the full decode's result or a DatakitError naming the key, the same
 on every path, with any crop. Other categories fuzz the record header, the
 manifest's fields, the JPEG binding's arguments (in a child process, so a
-crash fails the test instead of ending the run) and ``datakit.DataLoader``
-with two workers.
+crash fails the test instead of ending the run), ``datakit.DataLoader``
+with two workers, label files (:mod:`tests.hostile_labelfiles`: parsed in a
+child process under a memory and a time limit), the pickle recipe's values
+through the allow-list unpickler (:mod:`tests.hostile_pickles`, in a child
+process under memory and time limits), and Hugging Face tables converted by
+the CLI in a child under a memory and a time limit (:mod:`tests.hostile_tables`).
 
 Runs are seeded (``derandomize``) and bounded, so CI takes the same time on
 every run: ``DATAKIT_FUZZ_EXAMPLES`` (default 40) examples per category.
@@ -40,8 +44,10 @@ from hypothesis import strategies as st
 
 import datakit
 from datakit.format.jpeg import RegionDecoder, scaled_size
-from datakit.format.manifest import record_key
-from tests import decoder_child
+from datakit.format.records import record_key
+from tests import decoder_child, hostile_tables, limited_child
+from tests.helpers import stored_samples, stored_sources
+from tests.hostile_labelfiles import LabelFileChild, judge, label_cases
 from tests.hostile_mutators import (
     JPEG_MUTATORS,
     SIZE,
@@ -61,6 +67,7 @@ from tests.hostile_paths import (
     refused,
     verify_bad,
 )
+from tests.hostile_pickles import PICKLE_MUTATORS, PickleJudge, base_pickles
 from tests.hostile_store import BASES, NAMES, Store, mutated_record, slots
 
 EXAMPLES = int(os.environ.get("DATAKIT_FUZZ_EXAMPLES", "40"))
@@ -68,6 +75,7 @@ FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline
                 suppress_health_check=list(HealthCheck))
 LOADER_FUZZ = settings(FUZZ, max_examples=max(3, EXAMPLES // 5))
 STATS: Counter[str] = Counter()
+PICKLES = base_pickles()
 WIDEST = [1, 65535]  # the wide store's size ranges: any record size a JPEG can declare reaches the decoders
 
 
@@ -346,3 +354,105 @@ def test_decoding_structs_are_what_the_mutators_assume() -> None:
     assert struct.unpack_from("<HH", BASES["webp-lossy"], 26) == SIZE
     assert BASES["webp-lossless"][12:16] == b"VP8L" and BASES["webp-lossless"][20] == 0x2F
     assert all(BASES[name][12:16] == b"IHDR" for name in NAMES if name.startswith("png"))
+
+
+# ------------------------------------------------------------------ label files
+
+
+@pytest.fixture(scope="module")
+def label_file_child() -> Iterator[LabelFileChild]:
+    """A child process parsing label files under RLIMIT_AS; a hang or a crash fails the example."""
+    child = LabelFileChild()
+    yield child
+    child.close()
+# ------------------------------------------------------------------ pickled recipe values
+
+
+@pytest.fixture(scope="module")
+def pickle_judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PickleJudge]:
+    """A child process that unpickles each trial under an address-space limit, its stderr in a file."""
+    judge = PickleJudge(str(tmp_path_factory.mktemp("pickles") / "stderr.txt"))
+    yield judge
+    judge.close()
+
+
+@FUZZ
+@given(data=st.data())
+def test_label_files(label_file_child: LabelFileChild, tmp_path_factory: pytest.TempPathFactory,
+                     data: st.DataObject) -> None:
+    """A mutated CSV or JSON Lines label file: parsed into rows a conversion can use, or a
+    LabelFileError naming the file and the line, never another exception."""
+    case = data.draw(label_cases())
+    path = tmp_path_factory.getbasetemp() / "label-fuzz" / case.name
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(case.data)
+    outcome = judge(str(path), case, label_file_child.ask(str(path)))
+    STATS["label files: trials"] += 1
+    STATS[f"label files: {outcome.split(':')[0]}"] += 1
+    for mutation in case.mutations or ("none",):
+        STATS[f"label files: {mutation}: {outcome.split(':')[0]}"] += 1
+    if outcome != "parsed":
+        STATS[f"label files: {outcome}"] += 1
+    event(outcome.split(":")[0])
+
+
+@FUZZ
+@given(data=st.data())
+def test_pickled_recipe_values(pickle_judge: PickleJudge, data: st.DataObject) -> None:
+    """A real recipe pickle mutated at the opcode level, or a new hostile value pickled: the allow-list
+    unpickler answers with plain data and numeric arrays over the pickle's own bytes, or refuses it;
+    never a hang, a memory blow-up, stderr noise or another exception (tests/hostile_pickles.py)."""
+    name = data.draw(st.sampled_from(sorted(PICKLES)), label="base")
+    mutator = data.draw(st.sampled_from(sorted(PICKLE_MUTATORS)), label="mutator")
+    payload = PICKLE_MUTATORS[mutator](PICKLES[name], data.draw)
+    outcome, detail = pickle_judge.trial(payload)
+    assert outcome != "failed", f"{mutator} of {name}: {detail}; the pickle: {payload[:300]!r}"
+    STATS["pickles: trials"] += 1
+    STATS[f"pickles: {outcome}"] += 1
+    STATS[f"pickles: {mutator}: {outcome}"] += 1
+    if outcome == "refused":
+        STATS[f"pickles: refused because: {' '.join(detail.split()[:5])}"] += 1
+    event(f"{mutator}: {outcome}")
+
+
+# ------------------------------------------------------------------ Hugging Face tables
+
+
+@pytest.fixture(scope="module")
+def table_converter() -> Iterator[limited_child.TableConverter]:
+    """The process that converts each hostile table in a forked child under a memory and a time limit."""
+    converter = limited_child.TableConverter()
+    yield converter
+    converter.close()
+
+
+TABLE_EXAMPLES = max(5, EXAMPLES // 2)  # each example is a whole conversion
+
+
+@pytest.mark.timeout(120 + 5 * TABLE_EXAMPLES)  # for all examples; each conversion has its own limit
+@settings(FUZZ, max_examples=TABLE_EXAMPLES)
+@given(data=st.data())
+def test_hugging_face_tables(table_converter: limited_child.TableConverter,
+                             tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    """A Parquet file, an Arrow file or a saved DatasetDict of hostile rows (paths outside the
+    dataset, /dev/zero, FIFOs, null images, bytes that are no image, absurd sizes, huge strings)
+    and hostile columns, converted by the CLI under RLIMIT_AS and a time limit (:mod:`tests.hostile_tables`,
+    :mod:`tests.limited_child`): the good rows stored and the rest skipped by name, or one line."""
+    folder = tmp_path_factory.mktemp("table")
+    try:
+        trial = hostile_tables.draw_table_trial(data.draw, folder)
+        outcome = table_converter.convert(trial.args, folder / "cache")
+        store = folder / "store"
+        stored = []
+        if outcome.get("exit") == 0 and (store / "data.mdb").exists():
+            stored = [(name, image) for name, (image, _) in
+                      zip(stored_sources(store), stored_samples(store), strict=True)]
+        verdict = hostile_tables.judge(trial, outcome, stored)
+        STATS["tables: trials"] += 1
+        STATS[f"tables: {verdict}"] += 1
+        STATS[f"tables: {trial.mutation or 'well-formed'}: {verdict}"] += 1
+        for row in trial.rows:
+            STATS[f"tables: row {row.kind}: {'stored' if row.stored is not None else 'skipped'}"] += 1
+        event(verdict)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

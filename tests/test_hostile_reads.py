@@ -32,8 +32,7 @@ from PIL import Image
 import datakit
 from datakit import vision as T
 from datakit.errors import CorruptRecordError, StoreError
-from datakit.format.manifest import record_key
-from datakit.format.records import PayloadKind, decode_record, encode_record
+from datakit.format.records import PayloadKind, decode_record, encode_record, record_key
 from datakit.tools.synthetic import photo_pixels
 
 OUTPUTS = ("pil", "numpy", "tensor")
@@ -95,6 +94,7 @@ HOSTILE_NUMBERS = [
     ("stats.exif_oriented", -1), ("stats.high_bit_depth", 25), ("stats.downscaled", -1),
     ("skipped", -1), ("max_side", -1), ("quality", 1000), ("quality", -1),
     ("appends", [{"when": "", "added": -5, "source": "", "label_file": ""}]),
+    ("appends", [{"when": "", "added": 20, "source": "", "label_file": ""}] * 2),  # more than the store
     ("length", 25), ("length", -24),
 ]
 

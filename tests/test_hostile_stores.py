@@ -11,6 +11,8 @@ The invariant: every call succeeds or raises a
 the store, for the manifest, the label table and the progress entry); never
 another exception, never a hang (an alarm turns one into a failure), never
 code run from the store, and never a file written outside the store.
+Damage below the entries (whole pages of an LMDB ``data.mdb``) is the page-level
+category, in ``tests/test_hostile_pages.py``.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ import datakit
 import datakit.stores
 from datakit.cli import cli
 from datakit.errors import DatakitError, StoreError
-from datakit.format.manifest import record_key
-from datakit.format.records import PayloadKind, encode_record
+from datakit.format.records import PayloadKind, encode_record, record_key
 from tests.conftest import CLASSES, PER_CLASS, source_files
 
 GOOD = len(CLASSES) * PER_CLASS

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from datakit.conversion import file_reads
 from datakit.conversion.images import checks as images
 from datakit.format.records import PayloadKind
 
@@ -29,7 +30,8 @@ def test_a_file_changing_size_while_read_is_stored_as_read(tmp_path, monkeypatch
     path = tmp_path / "a.jpg"
     path.write_bytes(data)
     real_fstat = os.fstat
-    misreported = lambda fd: SimpleNamespace(st_size=real_fstat(fd).st_size + misreport)  # noqa: E731
-    monkeypatch.setattr(images.os, "fstat", misreported)
+    misreported = lambda fd: SimpleNamespace(st_mode=real_fstat(fd).st_mode,  # noqa: E731
+                                             st_size=real_fstat(fd).st_size + misreport)
+    monkeypatch.setattr(file_reads.os, "fstat", misreported)
     image = images.read_source_image(str(path), images.ImageOptions(PayloadKind.ENCODED, verify=False))
     assert bytes(image.payload) == data

@@ -12,8 +12,7 @@ from PIL import Image
 
 import datakit
 from datakit.cli import cli
-from datakit.format.manifest import record_key
-from datakit.format.records import PayloadKind, encode_record
+from datakit.format.records import PayloadKind, encode_record, record_key
 from tests.conftest import CLASSES, PER_CLASS
 
 GOOD = len(CLASSES) * PER_CLASS

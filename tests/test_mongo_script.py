@@ -1,6 +1,6 @@
-"""``scripts/mongo-server.sh``: MongoDB without Docker, as README "MongoDB without Docker" shows it.
+"""``scripts/mongo-server.sh``: MongoDB without Docker, as docs/mongodb.md "MongoDB without Docker" shows it.
 
-The README's commands run as written, in bash, from the repository root:
+The page's commands run as written, in bash, from the repository root:
 start the server, run ``examples/mongodb_quickstart.py`` against the URI it
 printed, stop it; afterwards nothing answers on the port and the process is
 gone. The port and data folder come from the environment variables the script
@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
 def readme_commands(heading: str) -> str:
-    """The first ``bash`` block after ``heading`` in README.md."""
-    section = (ROOT / "README.md").read_text().split(f"\n{heading}\n", 1)[1]
+    """The first ``bash`` block after ``heading`` in docs/mongodb.md."""
+    section = (ROOT / "docs" / "mongodb.md").read_text().split(f"\n{heading}\n", 1)[1]
     start = section.index("```bash\n") + len("```bash\n")
     return section[start:section.index("```", start)]
 
@@ -72,7 +72,7 @@ def script(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_readme_commands_run_the_quickstart_against_the_script_server(shell_env):
-    commands = readme_commands("### MongoDB without Docker")
+    commands = readme_commands("## MongoDB without Docker")
     assert "scripts/mongo-server.sh start" in commands and "examples/mongodb_quickstart.py" in commands
     port, data = shell_env["DATAKIT_MONGO_PORT"], Path(shell_env["DATAKIT_MONGO_DATA"])
     try:

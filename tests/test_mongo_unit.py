@@ -17,13 +17,15 @@ from pymongo import MongoClient
 from pymongo.errors import AutoReconnect, NetworkTimeout, OperationFailure
 
 from datakit.errors import CorruptRecordError, StoreError, StoreUnavailableError
-from datakit.format.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest
+from datakit.format.records import record_key
+from datakit.format.stats import Stats
 from datakit.stores import resolve_store
 from datakit.stores.conversion_state import ConversionSettings, PendingRecord
 from datakit.stores.mongo import MongoSpec, make_spec
 from datakit.stores.mongo import connection as mongo_connection
 from datakit.stores.mongo.connection import MongoConnection, RetryPolicy, mask_uri, uri_database, uri_options
-from datakit.stores.mongo.layout import join_label_parts, label_parts
+from datakit.stores.mongo.layout import META_COLLECTION, join_label_parts, label_parts
 
 SECRET = "s3cr%2Ft"
 MASKED = "mongodb://ann:***@h:1/db collection=c"
@@ -204,14 +206,16 @@ def test_get_many_restores_the_requested_order_from_one_query(mock_server, monke
     original_find = mongomock.collection.Collection.find
 
     def counting_find(self: Any, *args: Any, **kwargs: Any) -> Any:
-        queries.append(args[0] if args else kwargs.get("filter"))
+        queries.append((self.name, args[0] if args else kwargs.get("filter")))
         return original_find(self, *args, **kwargs)
 
     with spec.open_reader() as reader:
         monkeypatch.setattr(mongomock.collection.Collection, "find", counting_find)
         order = [9, 0, 3, 3, 7, 0]
         assert reader.get_many(order) == [records[index] for index in order]
-        assert len(queries) == 1 and sorted(queries[0]["_id"]["$in"]) == [0, 3, 7, 9]
+        # one query for the samples, then one look at the manifest's store id (was the store replaced?)
+        assert [name for name, _ in queries] == ["c", META_COLLECTION]
+        assert sorted(queries[0][1]["_id"]["$in"]) == [0, 3, 7, 9] and queries[1][1] == {"_id": "manifest:c"}
         assert np.array_equal(reader.labels(), np.arange(10) % 2)
         assert reader.source_paths([1, 0, 42]) == ["b/1.jpg", "a/0.jpg", "?"]
         assert [index for index, _ in reader.iter_records()] == list(range(10))

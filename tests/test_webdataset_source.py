@@ -99,11 +99,50 @@ def test_broken_images_truncated_and_unreadable_shards_are_skipped_and_listed(tm
     (folder / "c.tar").write_bytes(b"not a tar file at all" * 40)
     report = datakit.convert(folder, tmp_path / "s", workers=1)
     reasons = {item.path: item.reason for item in report.skipped}
-    assert set(reasons) == {"a/1.jpg", "a/../up.jpg", "b/1.jpg", "c.tar"}
+    assert set(reasons) == {"a/1.jpg", "a/../up.jpg", "b/1.jpg", "b.tar", "c.tar"}
     assert "truncated" in reasons["b/1.jpg"] and "not an uncompressed tar" in reasons["c.tar"]
+    assert reasons["b.tar"].startswith("ends early (inside 1.jpg): its first 1 sample(s) were read whole")
     assert "climbs out with '..'" in reasons["a/../up.jpg"]
     assert _stored(tmp_path / "s") == [(good[0], 0), (good[1], 1)]
     assert report.ignored == ["a/2.cls"]
+
+
+def _cut_shard(folder: Path, member: str, place: str) -> list[bytes]:
+    """A shard of samples 0..3 (.jpg, .cls or .json, .txt), cut in ``member`` of sample 2 at ``place``:
+    in its header, in its data, or just before it (no end-of-archive blocks after); its images."""
+    images = [image_bytes(seed) for seed in range(4)]
+    samples = [(str(seed), {"jpg": images[seed], **({"json": {"label": seed}} if member == "json"
+                                                     else {"cls": str(seed)}), "txt": "caption"})
+               for seed in range(4)]
+    whole = write_shard(folder / "whole.tar.part", samples)
+    with tarfile.open(whole) as tar:
+        found = tar.getmember(f"2.{member}")
+    cut = {"header": found.offset + 300, "data": found.offset_data + found.size // 2,
+           "before": found.offset}[place]
+    (folder / "a.tar").write_bytes(whole.read_bytes()[:cut])
+    whole.unlink()
+    return images
+
+
+@pytest.mark.parametrize("place", ["header", "data", "before"])
+@pytest.mark.parametrize("member", ["cls", "json", "txt", "jpg"])
+def test_a_shard_cut_in_any_member_is_listed_with_what_was_kept(tmp_path, member, place):
+    """Nothing is lost silently: the samples before the cut are kept, the shard is listed saying how
+    many, and the sample the shard stops in (or just after) is listed as truncated."""
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    images = _cut_shard(folder, member, place)
+    write_shard(folder / "b.tar", [("0", {"jpg": image_bytes(9), "cls": "0"})])
+    report = datakit.convert(folder, tmp_path / "s", workers=1)
+    reasons = {item.path: item.reason for item in report.skipped}
+    # before sample 2's first header is whole, sample 1 is the last one read, and may lack members
+    kept = 1 if member == "jpg" and place != "data" else 2
+    assert "a.tar" in reasons and "ends early" in reasons["a.tar"], reasons
+    assert f"its first {kept} sample(s) were read whole" in reasons["a.tar"], reasons["a.tar"]
+    assert f"nothing from the sample '{kept}' on was converted" in reasons["a.tar"]
+    assert "truncated" in reasons[f"a/{kept}.jpg"]
+    assert set(reasons) == {"a.tar", f"a/{kept}.jpg"}
+    assert [image for image, _ in _stored(tmp_path / "s")] == [*images[:kept], image_bytes(9)]
 
 
 def test_a_sample_without_a_label_is_refused_naming_shard_and_key_and_nothing_is_written(tmp_path):

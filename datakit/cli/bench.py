@@ -28,9 +28,11 @@ __all__ = ["bench_command"]
               default="tensor", show_default=True, help="What the dataset yields per sample (no pipeline).")
 @click.option("--pipeline", type=click.Choice(["train", "val"]), default=None,
               help="A photo pipeline: train = RandomResizedCrop(224) + flip, val = Resize(256) + "
-                   "CenterCrop(224); torchvision's on torch's loader (datakit.vision's unfused where "
-                   "torchvision does not import, as the result says) against datakit.vision's fused on "
-                   "datakit's. Default: train when the store's images differ in size, else none.")
+                   "CenterCrop(224); torchvision's on torch's loader with each backend of its reference "
+                   "(PIL images; uint8 tensors: torch-tensor) (datakit.vision's unfused where torchvision "
+                   "does not import, as the result says) against datakit.vision's fused on datakit's, "
+                   "beside the decode ceiling (the images decoded whole, nothing else, by as many "
+                   "workers). Default: train when the store's images differ in size, else none.")
 @output_options
 def bench_command(store: str, backend_options: dict[str, str], batch_size: int, workers: int,
                   epochs: int, repeats: int, output_kind: str, pipeline: str | None, as_json: bool,
@@ -40,7 +42,10 @@ def bench_command(store: str, backend_options: dict[str, str], batch_size: int, 
     Each run is a fresh process; reported are samples/s and MB/s after the
     first epoch (with -e 1, over that epoch, start-up included: the result
     says which), time to the first batch, and peak memory of the main process
-    and of the largest worker. Ctrl-C stops the runs and prints one line.
+    and of the largest worker. With --pipeline, each ratio names the
+    torchvision backend it is against, the headline is the faster one, and
+    each loader's samples/s is a share of the decode ceiling. Ctrl-C stops
+    the runs and prints one line.
     """
     from datakit.stores import resolve_store
     from datakit.tools.benchmark import BenchSettings, run_benchmark
@@ -71,17 +76,38 @@ def _render(summary: dict[str, Any]) -> str:
     if settings.get("pipeline"):
         produces = (f"pipeline={settings['pipeline']} "
                     f"(torch: {summary['baseline']}; datakit: datakit.vision fused)")
+    ceiling = "decode_ceiling" in summary
     lines = [
         f"store {summary['store']}: {summary['records']} records, batch {settings['batch_size']}, "
         f"{settings['workers']} workers, {produces}, median of {summary['repeats']} runs",
-        f"{'loader':<10}{'samples/s':>12}{'MB/s':>10}{'1st batch s':>13}{'main MB':>10}{'worker MB':>11}",
+        f"{'loader':<15}{'samples/s':>12}{'MB/s':>10}{'1st batch s':>13}{'main MB':>10}{'worker MB':>11}"
+        + (f"{'of ceiling':>12}" if ceiling else ""),
     ]
     for name, result in summary["loaders"].items():
-        lines.append(f"{name:<10}{result['samples_per_second']:>12.0f}{result['mb_per_second']:>10.1f}"
+        share = result.get("share_of_ceiling")
+        lines.append(f"{name:<15}{result['samples_per_second']:>12.0f}{result['mb_per_second']:>10.1f}"
                      f"{result['first_batch_seconds']:>13.3f}{result['main_peak_mb']:>10.0f}"
-                     f"{result['worker_peak_mb']:>11.0f}")
-    lines.append(f"datakit / torch: {summary['ratio']}x")
+                     f"{result['worker_peak_mb']:>11.0f}" + (f"{share:>12.0%}" if share is not None else ""))
+    lines += _ratio_lines(summary)
     lines.append(f"samples/s and MB/s over {summary['samples_per_second_counts']}")
     if summary.get("baseline_note"):
         lines.append(f"note: {summary['baseline_note']}")
     return "\n".join(lines)
+
+
+def _ratio_lines(summary: dict[str, Any]) -> list[str]:
+    """datakit against each torch loader, naming the torchvision backend it ran; the headline; the ceiling."""
+    from datakit.tools.bench_contenders import BACKENDS, CEILING
+
+    ratios = summary.get("ratios", {"torch": summary["ratio"]})
+    torchvision = summary.get("baseline_is_torchvision", False)
+    lines = [f"datakit / {name}: {ratio}x" + (f" ({BACKENDS[name]})" if torchvision else "")
+             for name, ratio in ratios.items()]
+    if len(ratios) > 1:
+        against = summary["ratio_against"]
+        lines.append(f"headline: datakit / the faster torchvision backend here ({BACKENDS[against]}): "
+                     f"{summary['ratio']}x")
+    if "decode_ceiling" in summary:
+        lines.append(f"{CEILING}: {summary['decode_ceiling']:.0f} samples/s, the images decoded whole "
+                     "(simplejpeg, libjpeg-turbo) by as many workers, nothing else")
+    return lines

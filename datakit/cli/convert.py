@@ -1,4 +1,5 @@
-"""``datakit convert SRC DEST``: pack an image folder, a Hugging Face dataset or WebDataset shards."""
+"""``datakit convert SRC DEST``: pack an image folder, a Hugging Face dataset or WebDataset shards,
+or copy a store."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
 
 class _Source(UserPath):
     """SRC: an existing path (a folder, or a file: shards, tables, an LMDB file), or a
-    ``mongodb://`` URI (the pickle recipe's MongoDB layout), taken as it is."""
+    ``mongodb://`` URI (a datakit store, or the pickle recipe's MongoDB layout), taken as it is."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.startswith(("mongodb://", "mongodb+srv://")):
@@ -41,7 +42,8 @@ class _Source(UserPath):
         return super().convert(value, param, ctx)
 
 
-_SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lmdb", "recipe_mongo"]
+_SOURCE_KINDS = ["folder", "huggingface", "webdataset", "datakit", "recipe_lmdb", "image_lmdb",
+                 "recipe_mongo"]
 
 
 @click.command("convert", cls=DatakitCommand)
@@ -69,6 +71,9 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lm
               help="Add to the complete store DEST the images under SRC (or in --labels) that it does not "
                    "hold yet, by relative path; its records never change, new classes go last. The labels "
                    "come from where DEST's came from: class folders, or a label file (--labels).")
+@click.option("--discard-unfinished", is_flag=True,
+              help="With --append: first roll back an unfinished (killed) append into DEST, whatever "
+                   "folder it came from; readers never saw its records.")
 @click.option("--overwrite", is_flag=True, help="Replace the store at DEST.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 when any file or folder was skipped.")
 @click.option("--exif-transpose", is_flag=True,
@@ -81,36 +86,48 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "recipe_lmdb", "image_lm
               help="JPEG quality of the images --max-side re-encodes.")
 @click.option("--source-kind", type=click.Choice(_SOURCE_KINDS), default=None,
               help="What SRC is, when what it holds is ambiguous (detected by default: a save_to_disk "
-                   "folder or .parquet/.arrow files are huggingface, .tar files webdataset, LMDBs by "
-                   "their values, a mongodb:// URI recipe_mongo).")
+                   "folder or .parquet/.arrow files are huggingface, .tar files webdataset, an LMDB "
+                   "holding a datakit manifest datakit, other LMDBs by their values, a mongodb:// URI "
+                   "recipe_mongo with --index, else datakit).")
 @click.option("--class", "class_name", metavar="NAME", default=None,
-              help="LMDB of encoded images (LSUN's): the class of all its images (or use --labels FILE "
+              help="LMDB of encoded images (LSUN's), or the pickle recipe's LMDB of bare pixel arrays "
+                   "(otherwise an unlabelled store): the class of all its images (or use --labels FILE "
                    "naming each key).")
 @click.option("--index", type=UserPath(exists=True, dir_okay=False, readable=True), default=None,
               metavar="FILE", help="The pickle recipe's MongoDB layout: its JSON index "
                                    '({"path_list": [...], "label_list": [...]}), SRC being mongodb://HOST/DB.')
 @click.option("--source-collection", metavar="NAME", default=None,
-              help="The pickle recipe's MongoDB layout: the collection of {img_name, bson_img} documents.")
+              help="SRC mongodb://HOST/DB: the collection of the datakit store to copy, or (with --index) "
+                   "the pickle recipe's collection of {img_name, bson_img} documents.")
 @click.option("--image-column", metavar="NAME", default=None,
               help="Hugging Face: the Image column (default: image).")
 @click.option("--label-column", "--label-key", "label_column", metavar="NAME", default=None,
               help="Hugging Face: the label column; WebDataset: the key of the label in each sample's "
                    ".json, after its .cls (default: label).")
+@click.option("--image-root", type=UserPath(exists=True, file_okay=False), default=None, metavar="DIR",
+              help="Hugging Face: the folder the Image column's paths (rows holding a path, not bytes) are "
+                   "relative to, and the only one they are read in (default: the dataset's folder).")
+@click.option("--split", "splits", metavar="NAME", multiple=True,
+              help="Hugging Face: convert only this split of a DatasetDict (repeat for several); by default "
+                   "every split goes into the one store, and the report counts each.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
                     verify: bool, payload_format: str, extensions: tuple[str, ...], max_pixels: int,
-                    labels: str | None, resume: bool, append: bool, overwrite: bool, strict: bool,
+                    labels: str | None, resume: bool, append: bool, discard_unfinished: bool,
+                    overwrite: bool, strict: bool,
                     exif_transpose: bool, max_side: int | None, quality: int, source_kind: str | None,
                     image_column: str | None, label_column: str | None, class_name: str | None,
-                    index: str | None, source_collection: str | None, verbose: bool, as_json: bool,
-                    quiet: bool) -> None:
+                    index: str | None, source_collection: str | None, image_root: str | None,
+                    splits: tuple[str, ...], verbose: bool, as_json: bool, quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
     SRC may also be a Hugging Face dataset on disk (a save_to_disk folder, or
     .parquet/.arrow files), WebDataset .tar shards (a file or a folder), or
-    an existing store: the pickle recipe's LMDB (a folder or a single file),
+    an existing store: a datakit store (copied into DEST, re-encoded with
+    --max-side or --format raw; SRC mongodb://HOST/DB with
+    --source-collection for one in MongoDB), the pickle recipe's LMDB (a folder or a single file),
     an LMDB of encoded images (with --class or --labels), or the recipe's
     MongoDB layout (SRC mongodb://HOST/DB with --source-collection and
     --index). Pickles are read through an allow-list, never run.
@@ -126,6 +143,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
         raise click.UsageError("--resume and --overwrite exclude each other; choose one")
     if append and overwrite:
         raise click.UsageError("--append and --overwrite exclude each other; choose one")
+    if discard_unfinished and not append:
+        raise click.UsageError("--discard-unfinished applies to an append: pass --append with it")
     spec = resolve_destination(src, dest, backend_options)
     output = Output(json=as_json, quiet=quiet)
     server = spec.server()
@@ -136,30 +155,25 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          format=payload_format,  # type: ignore[arg-type]
                          resume=resume, overwrite=overwrite, max_pixels=max_pixels,
                          extensions=extensions, exif_transpose=exif_transpose, max_side=max_side,
-                         quality=quality, labels=labels, append=append, progress=progress,
+                         quality=quality, labels=labels, append=append,
+                         discard_unfinished=discard_unfinished, progress=progress,
                          source_kind=source_kind, image_column=image_column, label_column=label_column,
-                         class_name=class_name, index=index, source_collection=source_collection)
-    output.result(report.to_dict(), functools.partial(_render, verbose=verbose))
+                         class_name=class_name, index=index, source_collection=source_collection,
+                         image_root=image_root, split=list(splits) or None)
+    output.result(report.to_dict(), functools.partial(_render, verbose=verbose, chosen=bool(splits)))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
                                    "was given")
 
 
-def _render(report: dict[str, Any], verbose: bool = False) -> str:
+def _render(report: dict[str, Any], verbose: bool = False, chosen: bool = False) -> str:
     if report["already_complete"]:
         return f"{report['destination']} is already complete; nothing to do"
-    before = report["appended_to"]
-    if before is not None and not report["written"] and report["total"] == before:
-        lines = [f"{report['destination']} already holds every image of {report['source']}; "
-                 "nothing to append"]
-        lines.extend(_notes(report, verbose))
-        return "\n".join(lines)
     if report["appended_to"] is not None:
-        lines = [f"appended {report['written']} images ({human_bytes(report['bytes_written'])}) to "
-                 f"{report['destination']}: {report['appended_to']} before, {report['total']} now"]
-        lines.extend(_notes(report, verbose))
-        return "\n".join(lines)
-    lines = [
+        return "\n".join([*_discarded(report), *_appended(report, verbose), *_notes(report, verbose, chosen)])
+    lines = [f"no store at {report['destination']} to resume: converted a new one"] \
+        if report["resumed_nothing"] else []
+    lines += [
         f"wrote {report['written']} images ({human_bytes(report['bytes_written'])}) to "
         f"{report['destination']} in {report['seconds']:.2f} s "
         f"({report['images_per_second']:.0f} images/s)"
@@ -167,17 +181,46 @@ def _render(report: dict[str, Any], verbose: bool = False) -> str:
     if report["resumed_from"]:
         lines.append(f"resumed after {report['resumed_from']} images already stored; "
                      f"{report['total']} in total")
-    lines.extend(_notes(report, verbose))
+    lines.extend(_notes(report, verbose, chosen))
     return "\n".join(lines)
 
 
-def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
-    lines: list[str] = []
+def _discarded(report: dict[str, Any]) -> list[str]:
+    if not report["discarded_from"]:
+        return []
+    return [f"discarded an unfinished append from {report['discarded_from']} ({report['discarded']} "
+            "record(s) no reader had seen)"]
+
+
+def _appended(report: dict[str, Any], verbose: bool) -> list[str]:
+    before, held = report["appended_to"], report["held_elsewhere"]
+    if not report["written"] and report["total"] == before and not held:
+        lines = [f"{report['destination']} already holds every image of {report['source']}; "
+                 "nothing to append"]
+    else:
+        lines = [f"appended {report['written']} images ({human_bytes(report['bytes_written'])}) to "
+                 f"{report['destination']}: {before} before, {report['total']} now"]
+    if held:
+        lines.append(f"{len(held)} image(s) under {report['source']} were not appended: the store holds "
+                     "records with the same relative path(s) from another folder (appends match images by "
+                     "relative path)" + (":" if verbose else "; --verbose lists them"))
+        lines.extend(f"  {path}" for path in held if verbose)
+    return lines
+
+
+def _shown(report: dict[str, Any], path: str) -> str:
+    """A path of the report's lists as the user finds it: under the source folder, or, for an
+    existing store's entries, their own ``<store name>/<key>``."""
+    return path if report["standalone_names"] else os.path.join(report["source"], path)
+
+
+def _notes(report: dict[str, Any], verbose: bool, chosen: bool) -> list[str]:
+    lines = _split_notes(report["splits"], chosen)
     skipped = report["skipped"]
     if skipped:
         folders = any(item["reason"].startswith("folder not ") for item in skipped)  # unreadable, a loop
         lines.append(f"skipped {len(skipped)} {'file(s) and folder(s)' if folders else 'file(s)'}:")
-        lines.extend(f"  {os.path.join(report['source'], item['path'])}: {item['reason']}"
+        lines.extend(f"  {_shown(report, item['path'])}: {item['reason']}"
                      for item in skipped[:_SHOWN_SKIPS])
         if len(skipped) > _SHOWN_SKIPS:
             lines.append(f"  ... and {len(skipped) - _SHOWN_SKIPS} more (use --json for all)")
@@ -188,14 +231,14 @@ def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
         lines.append(f"ignored {len(ignored)} file(s) that are not images by extension "
                      "or lie outside any class folder" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
-            lines.extend(f"  {os.path.join(report['source'], path)}" for path in ignored)
+            lines.extend(f"  {_shown(report, path)}" for path in ignored)
     if report["label_file"]:
         lines.append(f"labels from {report['label_file']}")
     if report["unlisted"]:
         lines.append(f"ignored {len(report['unlisted'])} image(s) under {report['source']} that the label "
                      "file does not name" + (":" if verbose else " (--verbose lists them)"))
         if verbose:
-            lines.extend(f"  {os.path.join(report['source'], path)}" for path in report["unlisted"])
+            lines.extend(f"  {_shown(report, path)}" for path in report["unlisted"])
     if report["high_bit_depth"]:
         lines.append(f"{report['high_bit_depth']} images had 16-bit or float pixels, scaled to 8 bits "
                      "when decoded (the high byte; floats in [0, 1] times 255)")
@@ -210,3 +253,13 @@ def _notes(report: dict[str, Any], verbose: bool) -> list[str]:
     if report["empty_classes"]:
         lines.append(f"warning: class folder(s) without images: {', '.join(report['empty_classes'])}")
     return lines
+
+
+def _split_notes(splits: dict[str, int], chosen: bool) -> list[str]:
+    """Which splits of a DatasetDict were converted, with their rows; every one, unless --split chose."""
+    if not splits:
+        return []
+    counted = ", ".join(f"{name}: {rows} rows" for name, rows in splits.items())
+    if len(splits) == 1:
+        return [f"split {counted}"]
+    return [f"splits {counted}" + ("" if chosen else ", all in this one store (--split NAME chooses)")]

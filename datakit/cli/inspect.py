@@ -44,7 +44,8 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
                     preview_count: int, list_skipped: bool, as_json: bool, quiet: bool) -> None:
     """Summarise STORE (a path, or a mongodb:// URI with --collection).
 
-    Exit status: 0 for a complete store; 1 for an error, or when --verify
+    Exit status: 0 for a complete store (also one with an unfinished append,
+    which it reports: the store reads as it was); 1 for an error, or when --verify
     finds a bad record; 2 for a usage error; 3 when the store is incomplete
     (its conversion was interrupted, or is still running), after printing
     the summary, so that scripts notice.
@@ -75,8 +76,10 @@ def _render(summary: dict[str, Any]) -> str:
     lines = [
         f"store       {summary['path']} ({summary['backend']})",
         f"status      {status}",
+        *_unfinished(summary.get("unfinished_append")),
         f"source      {summary['source']}{_SOURCE_KINDS.get(summary.get('source_kind') or '', '')}",
         f"records     {records}",
+        *_split_line(summary.get("splits") or {}),
         f"payload     {summary['payload_kind']}: "
         + ", ".join(f"{name} {count}" for name, count in sorted(summary["image_formats"].items())),
         f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
@@ -85,7 +88,7 @@ def _render(summary: dict[str, Any]) -> str:
               else _LABEL_ORIGINS.get(summary.get("source_kind") or "", "") if summary["complete"] else "")
     unlisted = (f" ({summary['unlisted']} image(s) under the source not named there, not converted)"
                 if summary.get("unlisted") else "")
-    kind = f"{summary.get('label_kind', 'single')}-label"
+    kind = summary["labels"]
     lines.append(f"labels      {kind}{', ' if origin else ''}{origin}{unlisted}")
     for entry in summary.get("appends", []):
         lines.append(f"appended    {entry['added']} image(s) on {entry['when']} from {entry['source']}"
@@ -145,6 +148,23 @@ def _status_and_records(summary: dict[str, Any]) -> tuple[str, str]:
     return f"INCOMPLETE: {summary['problem']}", f"{length} committed so far"
 
 
+def _unfinished(found: dict[str, Any] | None) -> list[str]:
+    """The line of an interrupted append: how far it got, and the two ways to end it."""
+    if not found:
+        return []
+    if found["finish"] is None:
+        return [f"unfinished  an append was interrupted and its progress is unreadable ({found['problem']}); "
+                f"discard it: `{found['discard']}`"]
+    return [f"unfinished  an append from {found['source']} was interrupted after {found['written']} "
+            f"record(s), which readers do not see yet; finish it: `{found['finish']}` (the same --labels "
+            f"and --extensions), or discard it (appending SRC instead): `{found['discard']}`"]
+
+
+def _split_line(splits: dict[str, int]) -> list[str]:
+    """The records of each Hugging Face split the store holds (none for other sources)."""
+    return [f"splits      {', '.join(f'{name} {count}' for name, count in splits.items())}"] if splits else []
+
+
 def _image_notes(summary: dict[str, Any]) -> list[str]:
     """What conversion did to some images: EXIF orientation, bit depth, downscaling."""
     notes = []
@@ -159,9 +179,11 @@ def _image_notes(summary: dict[str, Any]) -> list[str]:
     return notes
 
 
-_SOURCE_KINDS = {"huggingface": " (a Hugging Face dataset)", "webdataset": " (WebDataset shards)"}
+_SOURCE_KINDS = {"huggingface": " (a Hugging Face dataset)", "webdataset": " (WebDataset shards)",
+                 "datakit": " (a datakit store, copied)"}
 _LABEL_ORIGINS = {"folder": "from the class folders", "huggingface": "from the dataset's label column",
-                  "webdataset": "from the samples' .cls or .json"}
+                  "webdataset": "from the samples' .cls or .json",
+                  "datakit": "from the store it was copied from"}
 
 
 def _class_order(summary: dict[str, Any]) -> str:

@@ -10,14 +10,18 @@ The append commits like a conversion (:mod:`datakit.conversion.pipeline`): batch
 with a progress entry, and the manifest and label table replaced in the final
 step. The manifest of the store as it was stays in place until then, so a
 reader opened at any moment, or after the append was killed, sees the store
-as it was; ``--append`` again (or ``--resume``) finishes an interrupted one.
+as it was; ``--append`` again (or ``--resume``) from the same source finishes
+an interrupted one, and only that source may: the records' paths are relative
+to it. ``--append --discard-unfinished`` rolls it back instead
+(:mod:`datakit.stores.unfinished_append`).
 This module only plans: which classes, which settings, which entries, which
 labels the records already stored carry, and the manifest at the end.
 
 An append takes its labels the way the store did: from class folders into a
 store converted from class folders, from a label file into one converted
 from a label file; anything else would mix two labelling schemes in one
-store, and is refused before anything is written. Skipped files are counted
+store, and is refused before anything is written; so is an unlabelled source
+(bare pixel arrays) for a labelled store, and the other way round. Skipped files are counted
 per source file across the conversion and its appends: a file skipped again
 is not counted twice, and one stored since (mended, say) is no longer listed.
 """
@@ -25,6 +29,7 @@ is not counted twice, and one stored since (mended, say) is no longer listed.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -36,8 +41,11 @@ from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.labelfile import LabelledFolder
 from datakit.errors import ConversionError, Spelling
 from datakit.format.fields.schema import Schema
-from datakit.format.manifest import KEPT_SKIPPED_FILES, Manifest, Stats
+from datakit.format.manifest import KEPT_SKIPPED_FILES, NO_LABEL, Manifest
+from datakit.format.stats import Stats
+from datakit.stores import is_mongodb_uri
 from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
+from datakit.stores.refusals import Described
 
 __all__ = ["APPEND_RULES", "AppendPlan", "plan_append", "appended_manifest"]
 
@@ -45,7 +53,7 @@ APPEND_RULES = "append "
 """Prefix of an append's ``scan`` in its progress entry, before the scan rules of its source."""
 
 _KIND_NAMES = {"folder": "an image folder", "huggingface": "a Hugging Face dataset",
-               "webdataset": "WebDataset shards"}
+               "webdataset": "WebDataset shards", "datakit": "a datakit store"}
 
 
 @dataclass
@@ -71,7 +79,7 @@ class AppendPlan:
 
 
 def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_label: bool,
-                where: str) -> AppendPlan:
+                store: Described) -> AppendPlan:
     """Plan adding ``folder`` to the store read back as ``appended``.
 
     Args:
@@ -80,17 +88,20 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
         rules: the scan rules of ``folder`` (recorded, so that an interrupted
             append is finished from the same kind of source).
         multi_label: ``folder`` comes from a multi-label file.
-        where: the store, for messages.
+        store: the store, for messages.
 
     Raises:
         ConversionError: the source does not fit the store (several labels
             per image for a single-label store, a new class for a multi-label
-            one), or an interrupted append into it came from another source.
+            one), or an unfinished append into it came from another source
+            (or the same one read otherwise: other labels or extensions).
     """
+    where = store.describe()
     before = appended.manifest
     multi = before.multi_label
     _check_label_origin(before, folder, where)
     _check_same_fields(before, folder, where)
+    _check_labelled(before, folder, where)
     if multi_label and not multi:
         raise ConversionError(f"{where} is a single-label store; a label file giving images several "
                               "classes cannot be appended to it (convert a new store instead)")
@@ -105,14 +116,9 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
                                   before.exif_transpose, before.max_side, before.quality, before.label_kind,
                                   before.sample_fields.to_json())
     if interrupted is not None:
-        if interrupted.settings.scan != settings.scan or interrupted.settings.classes != classes:
-            source = interrupted.settings.source
-            raise ConversionError.advising(
-                "{where} holds an append from {source} that was interrupted; finish it first with "
-                "{command} and the same {labels} and {extensions} as then", where=where, source=source,
-                command=Spelling("append=True", f"`datakit convert {source} {where} --append`"),
-                labels=Spelling("labels", "--labels"),
-                extensions=Spelling("extensions", "--extensions"))
+        if (not _same_source(interrupted.settings.source, settings.source)
+                or interrupted.settings.scan != settings.scan or interrupted.settings.classes != classes):
+            raise _unfinished_elsewhere(interrupted, before, folder.root, store)
         stats = interrupted.stats
     else:
         stats = Stats.from_dict(before.stats.to_dict(), where)  # a copy the commits advance
@@ -121,8 +127,8 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     entries = []
     for entry in folder.entries:
         indices = tuple(sorted(position[index] for index in entry.classes))
-        entries.append(dataclasses.replace(entry, label=indices[0] if indices else position[entry.label],
-                                           classes=indices))
+        label = indices[0] if indices else NO_LABEL if folder.unlabelled else position[entry.label]
+        entries.append(dataclasses.replace(entry, label=label, classes=indices))
     labels: list[Any] = list(appended.labels)
     if multi:
         by_path = {entry.path: entry.classes for entry in entries}
@@ -131,6 +137,43 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
         labels = old + [by_path[path] for path in appended.sources[before.length:]]
     state = CommittedState(settings, stats, list(appended.sources), list(appended.labels))
     return AppendPlan(settings, state, entries, labels, before)
+
+
+def _same_source(stored: str, given: str) -> bool:
+    """Whether two sources are the same folder (or the same URI): an unfinished append's records
+    are paths relative to its own source, so only that source may finish it."""
+    if stored == given or is_mongodb_uri(stored) or is_mongodb_uri(given):
+        return stored == given
+    return os.path.realpath(stored) == os.path.realpath(given)
+
+
+def _unfinished_elsewhere(interrupted: CommittedState, before: Manifest, root: str,
+                          store: Described) -> ConversionError:
+    """The refusal of an append onto an unfinished one from another source, or from the same
+    source read otherwise: the two ways out, each as a command."""
+    source, arguments = interrupted.settings.source, store.command_arguments()
+    return ConversionError.advising(
+        "{where} holds an unfinished append from {source} ({written} record(s) written so far); finish it "
+        "with {finish} and the same {labels} and {extensions} as then, or discard it and append from "
+        "{root} with {discard}", where=store.describe(), source=source,
+        written=interrupted.stats.length - before.length, root=root,
+        finish=Spelling(f"convert({source!r}, ..., append=True)",
+                        f"`datakit convert {source} {arguments} --append`"),
+        labels=Spelling("labels", "--labels"), extensions=Spelling("extensions", "--extensions"),
+        discard=Spelling(f"convert({root!r}, ..., append=True, discard_unfinished=True)",
+                         f"`datakit convert {root} {arguments} --append --discard-unfinished`"))
+
+
+def _check_labelled(before: Manifest, folder: SourceFolder, where: str) -> None:
+    """Refuse images without labels for a labelled store, and labelled ones for an unlabelled store."""
+    if before.unlabelled and not folder.unlabelled:
+        raise ConversionError(f"{where} is an unlabelled store (every label -1); the images of {folder.root} "
+                              "come with labels, which it cannot hold (append them without --class or "
+                              "--labels, or convert a new store)")
+    if folder.unlabelled and not before.unlabelled:
+        raise ConversionError(f"{where} is a labelled store; the pixel arrays of {folder.root} are "
+                              "unlabelled (give their class with --class NAME or --labels FILE, or convert a "
+                              "new store)")
 
 
 def _check_label_origin(before: Manifest, folder: SourceFolder, where: str) -> None:

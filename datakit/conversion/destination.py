@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datakit.conversion.resumption import check_resumable
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.errors import DestinationExistsError, InvalidLocationError, StoreNotFoundError, option
-from datakit.format.manifest import Stats
+from datakit.format.stats import Stats
 from datakit.stores import MONGODB_SCHEMES, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.contract import StoreSpec, StoreWriter
 from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
@@ -95,9 +95,14 @@ def check_outside_source(root: str, spec: StoreSpec) -> None:
 
 
 def prepare_destination(writer: StoreWriter, settings: ConversionSettings, folder: SourceFolder, *,
-                        resume: bool, overwrite: bool, append: bool) -> CommittedState | AppendState | None:
+                        resume: bool, overwrite: bool, append: bool,
+                        discard_unfinished: bool = False) -> CommittedState | AppendState | None:
     """Create, replace or reopen the destination; ``None`` when nothing is left to do, the
     store read back when an append grows it (``append``, or ``resume`` of an interrupted append).
+
+    With ``discard_unfinished`` (and ``append``), an unfinished append is rolled
+    back first, and the store read back as its manifest has it; what was
+    discarded is then the :class:`AppendState`'s ``discarded``.
 
     Raises:
         StoreNotFoundError: ``append`` without a store to grow (a mistyped
@@ -111,9 +116,12 @@ def prepare_destination(writer: StoreWriter, settings: ConversionSettings, folde
             raise StoreNotFoundError.advising("no store at {where} to append to; drop {append} to create one",
                                               where=writer.spec.describe(), append=option("append"))
         writer.create(settings)
-        return CommittedState(settings, Stats(class_counts=[0] * len(settings.classes)))
+        return CommittedState(settings, Stats(class_counts=[0] * len(settings.classes)), new=True)
     if append:
-        return writer.append_state()
+        discarded = writer.discard_unfinished_append() if discard_unfinished else None
+        appended = writer.append_state()
+        appended.discarded = discarded
+        return appended
     if resume:
         if writer.is_complete():
             appended = writer.append_state()
@@ -125,7 +133,7 @@ def prepare_destination(writer: StoreWriter, settings: ConversionSettings, folde
         raise _exists_error(writer)
     writer.remove()
     writer.create(settings)
-    return CommittedState(settings, Stats(class_counts=[0] * len(settings.classes)))
+    return CommittedState(settings, Stats(class_counts=[0] * len(settings.classes)), new=True)
 
 
 def _exists_error(writer: StoreWriter) -> DestinationExistsError:

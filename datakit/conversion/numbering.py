@@ -16,7 +16,7 @@ from typing import Any
 
 from datakit.conversion.reading import ReadOutcome
 from datakit.conversion.report import ConversionReport, SkippedFile
-from datakit.format.manifest import Stats
+from datakit.format.stats import Stats
 from datakit.stores.conversion_state import PendingRecord
 
 __all__ = ["COMMIT_RECORDS", "ProgressCallback", "number", "batches", "reporting"]

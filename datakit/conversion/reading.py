@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from datakit.conversion.fields import FieldOptions, seal_with_fields
+from datakit.conversion.file_reads import pixel_limit_for_reads
 from datakit.conversion.images.checks import BadImage, ImageOptions, check_source_image, pixel_image
 from datakit.conversion.images.downscale import DEFAULT_QUALITY
 from datakit.conversion.images.pixels import FramedPixels
@@ -130,7 +131,7 @@ def _read_chunk(entries: Sequence[SourceEntry], options: ReadOptions,
     """Read the files at ``indices`` of ``entries`` (in a reader process, or in this one)."""
     chunk = [entries[index] for index in indices]
     options.source.prefetch(chunk)
-    with _pillow_pixel_limit(options.image.max_pixels):
+    with _pillow_pixel_limit(options.image.max_pixels), pixel_limit_for_reads(options.image.max_pixels):
         return [_read_one(entry, options) for entry in chunk]
 
 

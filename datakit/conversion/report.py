@@ -14,9 +14,11 @@ from typing import Any
 
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.labelfile import LabelledFolder
-from datakit.errors import ConversionError
+from datakit.errors import ConversionError, SourceError
 
-__all__ = ["SkippedFile", "ConversionReport", "scanned_report", "checked", "listed_skips"]
+__all__ = ["SkippedFile", "ConversionReport", "scanned_report", "checked", "listed_skips", "nothing_stored"]
+
+_SHOWN_REASONS = 3
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,19 @@ class ConversionReport:
             name (not converted).
         appended_to: with ``append``, the records the store held before the
             append began (``None`` for a conversion).
+        held_elsewhere: with ``append``, images of the source not appended
+            because the store holds a record with their relative path from
+            another folder (appends match images by relative path).
+        discarded: records of an unfinished append that ``discard_unfinished``
+            rolled back before this append began (0: none).
+        discarded_from: the source of that unfinished append (``""``: none).
+        resumed_nothing: ``resume`` found no store at the destination and
+            converted a new one (as after a conversion killed before it wrote anything).
+        standalone_names: the paths of ``skipped``, ``unlisted`` and ``ignored`` are
+            entry names of an existing store (``old.lmdb/42``), not paths under ``source``.
+        splits: the rows of each split of a Hugging Face ``DatasetDict`` that
+            was converted, in order (every split unless ``split`` chose); empty
+            for other sources.
     """
 
     source: str
@@ -78,6 +93,12 @@ class ConversionReport:
     label_file: str = ""
     unlisted: list[str] = field(default_factory=list)
     appended_to: int | None = None
+    held_elsewhere: list[str] = field(default_factory=list)
+    discarded: int = 0
+    discarded_from: str = ""
+    resumed_nothing: bool = False
+    standalone_names: bool = False
+    splits: dict[str, int] = field(default_factory=dict)
 
     @property
     def images_per_second(self) -> float:
@@ -93,7 +114,8 @@ def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_s
     """The report as the scan of ``folder`` leaves it: what was ignored, empty or unreadable."""
     report = ConversionReport(folder.root, where, ignored=folder.ignored,
                               empty_classes=folder.empty_classes(), exif_transpose=exif_transpose,
-                              max_side=max_side)
+                              max_side=max_side, standalone_names=folder.standalone_names,
+                              splits=dict(folder.splits))
     if isinstance(folder, LabelledFolder):
         report.label_file, report.unlisted = folder.label_file, folder.unlisted
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
@@ -115,6 +137,18 @@ def checked(report: ConversionReport, strict: bool) -> ConversionReport:
             + "; ".join(f"{item.path}: {item.reason}" for item in report.skipped[:5])
         )
     return report
+
+
+def nothing_stored(report: ConversionReport) -> SourceError:
+    """The error of a conversion that would end with no record: every image was skipped (the first
+    few named, with their reasons), or the source held none."""
+    skipped = report.skipped
+    if not skipped:
+        return SourceError(f"{report.source}: nothing to convert, it holds no image")
+    shown = "; ".join(f"{item.path}: {item.reason}" for item in skipped[:_SHOWN_REASONS])
+    more = f"; and {len(skipped) - _SHOWN_REASONS} more" if len(skipped) > _SHOWN_REASONS else ""
+    return SourceError(f"{report.source}: no image could be stored, {len(skipped)} file(s) were skipped "
+                       f"({shown}{more}); no store was written")
 
 
 def listed_skips(report: ConversionReport) -> list[list[str]]:

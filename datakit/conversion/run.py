@@ -10,13 +10,15 @@ manifest that completes the store.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from datakit.conversion.appending import appended_manifest, plan_append
+from datakit.conversion.appending import AppendPlan, appended_manifest, plan_append
 from datakit.conversion.destination import prepare_destination
 from datakit.conversion.fields import FieldOptions
 from datakit.conversion.report import ConversionReport, listed_skips
@@ -24,7 +26,7 @@ from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.files import EntryBytes, entry_bytes
 from datakit.conversion.sources.labelfile import in_class_order
 from datakit.format.fields.schema import Schema
-from datakit.format.manifest import KEPT_SKIPPED_FILES, Manifest
+from datakit.format.manifest import KEPT_SKIPPED_FILES, Manifest, source_spans
 from datakit.format.records import FIELDS_VERSION, MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION
 from datakit.stores.contract import StoreWriter
 from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
@@ -69,10 +71,11 @@ class Run:
 
 
 def start_run(writer: StoreWriter, folder: SourceFolder, wanted: ConversionSettings, report: ConversionReport,
-              *, resume: bool, overwrite: bool, append: bool) -> Run | None:
+              *, resume: bool, overwrite: bool, append: bool, discard_unfinished: bool = False) -> Run | None:
     """Make the destination ready (under the writer's lock) and say what this run writes into it.
 
-    ``wanted`` are the settings this conversion asks for, with the scan rules of ``folder``.
+    ``wanted`` are the settings this conversion asks for, with the scan rules of
+    ``folder``; ``discard_unfinished`` rolls an unfinished append back first.
 
     Returns:
         The run, or ``None`` when the store needs nothing: a resumed store that
@@ -85,12 +88,17 @@ def start_run(writer: StoreWriter, folder: SourceFolder, wanted: ConversionSetti
         ConversionError: a resumed store was converted with other settings, or
             the source does not fit the store it would grow.
     """
-    prepared = prepare_destination(writer, wanted, folder, resume=resume, overwrite=overwrite, append=append)
+    prepared = prepare_destination(writer, wanted, folder, resume=resume, overwrite=overwrite, append=append,
+                                   discard_unfinished=discard_unfinished)
     if prepared is None:
         report.complete = report.already_complete = True
         return None
     if isinstance(prepared, AppendState):
+        discarded = prepared.discarded
+        if discarded is not None:
+            report.discarded, report.discarded_from = discarded.written or 0, discarded.source or "?"
         return _append_run(writer, prepared, folder, wanted, report)
+    report.resumed_nothing = resume and prepared.new
     return _conversion_run(prepared, folder, wanted, report)
 
 
@@ -108,16 +116,19 @@ def _conversion_run(state: CommittedState, folder: SourceFolder, wanted: Convers
 def _append_run(writer: StoreWriter, appended: AppendState, folder: SourceFolder, wanted: ConversionSettings,
                 report: ConversionReport) -> Run | None:
     """The store grown by what ``folder`` holds that it does not (``None``: nothing new)."""
-    plan = plan_append(appended, folder, wanted.scan, wanted.label_kind == "multi", writer.spec.describe())
+    plan = plan_append(appended, folder, wanted.scan, wanted.label_kind == "multi", writer.spec)
     writer.begin_append(plan.settings)
     report.appended_to = plan.before.length
     report.resumed_from = plan.state.stats.length
     pending = _not_stored(plan.entries, plan.state)
+    report.held_elsewhere = _held_elsewhere(plan, folder.root)
     if not pending and plan.state.stats.length == plan.before.length:
         report.total, report.complete = plan.state.stats.length, True  # nothing new: the store is left alone
         return None
-    return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder),
-               lambda done: appended_manifest(plan, listed_skips(done), done.label_file),
+    def manifest(done: ConversionReport) -> Manifest:
+        return _with_splits(appended_manifest(plan, listed_skips(done), done.label_file), folder)
+
+    return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder), manifest,
                field_options(folder, wanted))
 
 
@@ -128,6 +139,25 @@ def field_options(folder: SourceFolder, settings: ConversionSettings) -> FieldOp
     if folder.fields is None:
         raise ValueError(f"the {folder.kind} source declares fields but gives no way to read them")
     return FieldOptions(folder.schema, folder.fields, settings.boxes)
+
+
+def _with_splits(manifest: Manifest, folder: SourceFolder) -> Manifest:
+    """An appended store's manifest naming the splits it held and those the append brought."""
+    new = [name for name in folder.splits if name not in manifest.splits]
+    return dataclasses.replace(manifest, splits=[*manifest.splits, *new]) if new else manifest
+
+
+def _held_elsewhere(plan: AppendPlan, root: str) -> list[str]:
+    """The entries of ``root`` taken as held because a record stored from another folder has
+    their relative path (appends match images by relative path), so that the report names them."""
+    spans = source_spans(plan.before)
+    if all(source == root for _, source in spans):
+        return []  # the store's own folder, as usual: nothing to compare
+    starts = [start for start, _ in spans]
+    stored = {path: index for index, path in enumerate(plan.state.sources[:plan.before.length])}
+    held = ((entry.path, stored.get(entry.path)) for entry in plan.entries)
+    return [path for path, index in held
+            if index is not None and spans[bisect.bisect_right(starts, index) - 1][1] != root]
 
 
 def _not_stored(entries: Sequence[SourceEntry], state: CommittedState) -> list[SourceEntry]:
@@ -154,7 +184,7 @@ def _manifest(folder: SourceFolder, settings: ConversionSettings, state: Committ
                     quality=settings.quality, label_file=report.label_file,
                     unlisted=len(report.unlisted), label_kind=settings.label_kind,
                     format_version=_format_version(settings), class_order=folder.class_order,
-                    source_kind=folder.kind, schema=settings.schema)
+                    source_kind=folder.kind, schema=settings.schema, splits=list(folder.splits))
 
 
 def _format_version(settings: ConversionSettings) -> int:

@@ -41,9 +41,9 @@ from datakit.datasets.samples import (
     record_label,
 )
 from datakit.datasets.shapes import check_field_transforms, field_samples
-from datakit.errors import CorruptRecordError
+from datakit.errors import CorruptRecordError, ReadOnlyAttributeError
 from datakit.format.fields.schema import Schema
-from datakit.format.manifest import Manifest
+from datakit.format.manifest import Manifest, source_spans
 from datakit.format.records import Record
 from datakit.loader.transport.collate import default_collate
 from datakit.loader.workers.batch_contract import BatchSteps
@@ -103,7 +103,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             of copying it page by page as reference counts change). In a
             multi-label store (``manifest.label_kind == "multi"``) it is one
             ``(len(self), len(classes))`` uint8 array of multi-hot rows, and
-            each sample's label is its row (a uint8 vector).
+            each sample's label is its row (a uint8 vector). In an unlabelled
+            store (``manifest.label_kind == "none"``: no classes) every label
+            is -1, as torchvision's unlabelled splits give it.
         samples: ``(path, label)`` of every sample, as ``ImageFolder.samples``
             (the original file's path), read from the store on access: a
             read-only :class:`~datakit.datasets.paths.SamplePaths` sequence.
@@ -150,7 +152,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.transforms = transforms
         self._shapes = field_samples(self.fields, fields, target_format, target_keys, field_transforms)
         check_field_transforms(self.fields, self._shapes, self._fused, target_transform)
-        self._reading = RecordReading(self.spec, self.manifest.length)
+        self._reading = RecordReading(self.spec, self.manifest)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 
     def __len__(self) -> int:
@@ -168,7 +170,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def _path_lookup(self) -> PathLookup:
         if self._paths is None:
-            self._paths = PathLookup(self._read_source_paths, self.manifest.source, self.targets,
+            self._paths = PathLookup(self._read_source_paths, source_spans(self.manifest), self.targets,
                                      self.spec.describe())
         return self._paths
 
@@ -177,10 +179,30 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """``(path, label)`` per sample, read from the store on access (see :class:`SamplePaths`)."""
         return self._path_lookup().samples
 
-    imgs = samples
+    @samples.setter
+    def samples(self, value: object) -> None:
+        raise self._read_only("samples")
+
+    @property
+    def imgs(self) -> SamplePaths:
+        """The same sequence as :attr:`samples`, by ``ImageFolder.imgs``'s name."""
+        return self.samples
+
+    @imgs.setter
+    def imgs(self, value: object) -> None:
+        raise self._read_only("imgs")
+
+    def _read_only(self, name: str) -> ReadOnlyAttributeError:
+        """``samples`` and ``imgs`` are views of the store: there is no list to assign to."""
+        return ReadOnlyAttributeError(
+            f"{type(self).__name__}.{name} is read-only: it is read from the store "
+            f"({self.spec.describe()}) on access, not held as a list that could be replaced. "
+            "For fewer or reordered samples use torch.utils.data.Subset(dataset, indices); "
+            "for other files, convert them into a store of their own")
 
     def source_path(self, index: int) -> str:
-        """The path of the file sample ``index`` was converted from (under the manifest's ``source``)."""
+        """The path of the file sample ``index`` was converted from (under the ``source`` of the
+        conversion or append that stored it)."""
         return self.samples[index][0]
 
     def index_of(self, path: str | os.PathLike[str]) -> int:
@@ -320,9 +342,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """``default_collate``, then this dataset's MixUp/CutMix if its pipeline has them.
 
         For torch's own ``DataLoader(dataset, collate_fn=dataset.collate_fn)``;
-        :class:`datakit.DataLoader` mixes batches itself.
+        :class:`datakit.DataLoader` mixes batches itself. Once it is taken, reads
+        no longer warn that MixUp/CutMix is left out.
         """
-        return self._fused.collate if self._fused is not None else default_collate
+        return self._fused.collate_fn() if self._fused is not None else default_collate
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = parse_record(data, position, self.manifest, self.targets)

@@ -4,7 +4,10 @@ A dataset reads through a :class:`RecordReading`. It opens the store's reader
 on first use in each process, and again whenever it finds itself in a new one
 (``os.getpid()`` changed): a reader inherited through ``fork`` belongs to the
 parent and is dropped without closing, since closing could disturb the
-parent's handle. A batch is one read. With ``on_error="skip"`` a corrupt record
+parent's handle. Each reader it opens must hold the store the dataset was built
+on: one replaced at the same location since (``datakit convert --overwrite``)
+is refused, never read under the old manifest (a worker forked after the
+overwrite included). A batch is one read. With ``on_error="skip"`` a corrupt record
 is replaced by the next good one, and each one skipped counts against
 ``max_errors`` in this process: a badly damaged store should stop training,
 not be hidden.
@@ -18,7 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
+from datakit.format.manifest import Manifest
 from datakit.stores.contract import StoreReader, StoreSpec
+from datakit.stores.refusals import check_same_store
 
 __all__ = ["RecordReading"]
 
@@ -31,25 +36,37 @@ class RecordReading:
 
     Args:
         spec: the store.
-        length: its number of records (a replacement wraps around to record 0).
+        manifest: the manifest the dataset was built with; its length is the
+            number of records (a replacement wraps around to record 0).
 
     Attributes:
         skipped: how many corrupt records were skipped so far.
     """
 
-    def __init__(self, spec: StoreSpec, length: int) -> None:
+    def __init__(self, spec: StoreSpec, manifest: Manifest) -> None:
         self.spec = spec
         self.skipped = 0
-        self._length = length
+        self._manifest = manifest
+        self._length = manifest.length
         self._reader: StoreReader | None = None
         self._reader_pid: int | None = None
 
     def reader(self) -> StoreReader:
-        """This process's reader, opened on first use (and after a ``fork``)."""
+        """This process's reader, opened on first use (and after a ``fork``).
+
+        Raises:
+            StoreReplacedError: the store was replaced since the dataset was built.
+        """
         pid = os.getpid()
         if self._reader is None or self._reader_pid != pid:
-            self._reader = self.spec.open_reader()
-            self._reader_pid = pid
+            self._reader = None
+            reader = self.spec.open_reader()
+            try:
+                check_same_store(self._manifest, reader.manifest, self.spec.describe())
+            except BaseException:
+                reader.close()
+                raise
+            self._reader, self._reader_pid = reader, pid
         return self._reader
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ process that asks, never pickled.
 
 from __future__ import annotations
 
+import bisect
 import operator
 import os
 import posixpath
@@ -42,21 +43,27 @@ class SamplePaths(Sequence[tuple[str, int]]):
     """A read-only sequence of ``(path, label)``, one per sample, as ``ImageFolder.samples``.
 
     ``path`` is the original file's path: the store's relative path joined to
-    the folder the store was converted from (the manifest's ``source``); the
-    file need not exist any more. Indexing (negative indices too) reads one
-    path, a slice reads its range and gives a list, iteration reads windows
-    of :data:`_WINDOW` paths.
+    the folder the sample was converted from (the manifest's ``source``, or
+    the ``source`` of the append that added it); the file need not exist any
+    more. Indexing (negative indices too) reads one path, a slice reads its
+    range and gives a list, iteration reads windows of :data:`_WINDOW` paths.
 
     Args:
         read: reads a range of relative paths from the store.
-        root: the source folder.
+        roots: ``(first index, source folder)`` of each run that added samples, in
+            index order (:func:`datakit.format.manifest.source_spans`).
         labels: every sample's label.
     """
 
-    def __init__(self, read: ReadPaths, root: str, labels: np.ndarray) -> None:
+    def __init__(self, read: ReadPaths, roots: Sequence[tuple[int, str]], labels: np.ndarray) -> None:
         self._read = read
-        self._root = root
+        self._starts = [start for start, _ in roots]
+        self._roots = [root for _, root in roots]
         self._labels = labels
+
+    def root(self, position: int) -> str:
+        """The source folder sample ``position`` (0 to ``len(self) - 1``) was converted from."""
+        return self._roots[bisect.bisect_right(self._starts, position) - 1]
 
     def __len__(self) -> int:
         return len(self._labels)
@@ -92,10 +99,12 @@ class SamplePaths(Sequence[tuple[str, int]]):
 
     def _pair(self, position: int, relative: str) -> tuple[str, int]:
         label = self._labels[position]  # a multi-hot row in a multi-label store
-        return os.path.join(self._root, *relative.split("/")), int(label) if label.ndim == 0 else label.copy()
+        path = os.path.join(self.root(position), *relative.split("/"))
+        return path, int(label) if label.ndim == 0 else label.copy()
 
     def __repr__(self) -> str:
-        return f"<{len(self)} (path, label) samples under {self._root}, read from the store on access>"
+        under = self._roots[0] if len(set(self._roots)) == 1 else f"{len(set(self._roots))} folders"
+        return f"<{len(self)} (path, label) samples under {under}, read from the store on access>"
 
 
 class PathIndex:
@@ -134,41 +143,52 @@ class PathLookup:
 
     Args:
         read: reads a range of relative paths from the store.
-        root: the folder the store was converted from (the manifest's ``source``).
+        roots: ``(first index, source folder)`` of the conversion and of each
+            append (:func:`datakit.format.manifest.source_spans`).
         labels: every sample's label.
         where: the store, as messages name it.
     """
 
-    def __init__(self, read: ReadPaths, root: str, labels: np.ndarray, where: str) -> None:
-        self.samples = SamplePaths(read, root, labels)
+    def __init__(self, read: ReadPaths, roots: Sequence[tuple[int, str]], labels: np.ndarray,
+                 where: str) -> None:
+        self.samples = SamplePaths(read, roots, labels)
         self._read = read
-        self._root = root
+        self._roots = list(dict.fromkeys(root for _, root in roots))
         self._where = where
         self._index: PathIndex | None = None
 
     def index_of(self, path: str | os.PathLike[str]) -> int:
-        """The index of the sample converted from ``path`` (relative to the source folder,
+        """The index of the sample converted from ``path`` (relative to its source folder,
         with ``/`` or the system's separator, or absolute under it); the index is built
         on the first call.
 
         Raises:
             KeyError: no sample was converted from ``path``; the message names it.
         """
-        relative = self._relative_path(path)
+        wanted = self._relative_paths(path)
         if self._index is None:
             self._index = PathIndex.build(self._read, len(self.samples))
-        for position in self._index.candidates(relative):
-            if self._read(position, position + 1)[0] == relative:
-                return position
-        raise KeyError(f"{relative!r} is not a sample of {self._where} (paths are relative to "
-                       f"{self._root}, '/'-separated)")
+        for relative, root in wanted:
+            for position in self._index.candidates(relative):
+                if root not in (None, self.samples.root(position)):
+                    continue  # that name, but stored from another folder
+                if self._read(position, position + 1)[0] == relative:
+                    return position
+        raise KeyError(f"{os.fspath(path)!r} is not a sample of {self._where} (paths are relative to "
+                       f"{' or '.join(self._roots)}, '/'-separated)")
 
-    def _relative_path(self, path: str | os.PathLike[str]) -> str:
+    def _relative_paths(self, path: str | os.PathLike[str]) -> list[tuple[str, str | None]]:
+        """``(relative path, source folder)`` for each folder of the store that an absolute ``path``
+        lies under (the folder ``None`` for a relative ``path``: any will do)."""
         text = os.fspath(path)
-        if os.path.isabs(text):
-            relative = os.path.relpath(text, self._root)
-            if relative == os.pardir or relative.startswith(os.pardir + os.sep):
-                raise KeyError(f"{text!r} is not under {self._root}, the folder "
-                               f"{self._where} was converted from")
-            text = relative
-        return posixpath.normpath(text.replace(os.sep, "/"))
+        if not os.path.isabs(text):
+            return [(posixpath.normpath(text.replace(os.sep, "/")), None)]
+        found: list[tuple[str, str | None]] = []
+        for root in self._roots:
+            relative = os.path.relpath(text, root)
+            if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+                found.append((posixpath.normpath(relative.replace(os.sep, "/")), root))
+        if not found:
+            raise KeyError(f"{text!r} is not under {' or '.join(self._roots)}, the folder(s) "
+                           f"{self._where} was converted from")
+        return found

@@ -21,8 +21,8 @@ from datakit.format.decoding import (
     record_to_pil,
     record_to_tensor,
 )
-from datakit.format.manifest import Manifest, check_record, record_key
-from datakit.format.records import Record, decode_record
+from datakit.format.manifest import Manifest, check_record
+from datakit.format.records import Record, decode_record, record_key
 
 __all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "checked_decode",
            "planes_into"]

@@ -12,7 +12,8 @@ change both together.
 * ``headers``: an image's size and kind from its first bytes, without Pillow.
 * ``decoding``: a record's image as pixels (PIL, numpy, tensor, planes in place).
 * ``jpeg``: the part of a JPEG a crop needs, at the smallest DCT scale that serves it (C, ``_jpeg.c``).
-* ``unpickle``: the allow-list unpickler other tools' stores are read through, never running them.
+* ``unpickle``, ``pickled_numpy``: the allow-list unpickler other tools' stores are read through, never
+  running them, and the numpy arrays it rebuilds from the pickle's own bytes only.
 """
 
 __all__: list[str] = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -25,90 +25,45 @@ from datakit.errors import CorruptRecordError, StoreError
 from datakit.format.bounds import (
     MAX_SIDE,
     check_count,
-    check_counts,
-    check_pixel_floor,
-    check_size_range,
 )
 from datakit.format.fields.base import FieldError
 from datakit.format.fields.schema import Schema
-from datakit.format.fields.stats import check_field_stats, merge
+from datakit.format.fields.stats import check_field_stats
 from datakit.format.records import (
     FIELDS_VERSION,
+    KEY_DIGITS,
     MULTI_LABEL_VERSION,
+    NO_LABEL,
     SINGLE_LABEL_VERSION,
     PayloadKind,
     Record,
     check_format_version,
+    record_key,
 )
+from datakit.format.stats import Stats, check_stats
 from datakit.format.typed_json import build_checked
 from datakit.version import __version__
 
-__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "record_key", "Stats", "Manifest", "check_stats",
-           "check_record"]
+__all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "LABEL_KINDS", "NO_LABEL", "record_key", "new_store_id",
+           "Stats", "Manifest", "check_stats", "source_spans", "check_record"]
 
-KEY_DIGITS = 10
-"""Record keys are the sample index, zero-padded to this many digits."""
 
 KEPT_SKIPPED_FILES = 1000
 """At most this many skipped and ignored files are listed in a manifest (the rest are counted)."""
 
+LABEL_KINDS = ("single", "multi", "none")
+"""A manifest's ``label_kind``s: one class per record, several, or none (an unlabelled store)."""
 
 
-def record_key(index: int) -> str:
-    """The key of the record holding sample ``index``."""
-    return f"{index:0{KEY_DIGITS}d}"
+
+_ABSENT: dict[str, Any] = {"store_id": ""}
+"""What a field added later reads as in a manifest written before it, where that is not the
+field's default: a new manifest draws a fresh store id, an old store has none."""
 
 
-@dataclass
-class Stats:
-    """Running totals of what has been written; resumable, so kept as plain data.
-
-    ``exif_oriented`` counts images whose EXIF orientation is not 1 (stored
-    upright only with ``exif_transpose``), ``high_bit_depth`` images with
-    16-bit or float pixels, scaled to 8 bits when decoded, ``downscaled``
-    images stored resized under ``--max-side``. They are absent from stores
-    written before they existed, and read as 0 there.
-    """
-
-    length: int = 0
-    class_counts: list[int] = field(default_factory=list)
-    total_bytes: int = 0
-    image_formats: dict[str, int] = field(default_factory=dict)
-    width_range: list[int] = field(default_factory=list)  # [min, max], empty when length == 0
-    height_range: list[int] = field(default_factory=list)
-    exif_oriented: int = 0
-    high_bit_depth: int = 0
-    downscaled: int = 0
-    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def add(self, label: int | tuple[int, ...], payload_bytes: int, image_format: str, width: int,
-            height: int, *, oriented: bool = False, high_bit_depth: bool = False,
-            downscaled: bool = False, fields: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        """Account for one written record; ``label`` is a tuple of classes in a multi-label store,
-        each of which is counted (the counts then add up to more than the length)."""
-        self.exif_oriented += oriented
-        self.high_bit_depth += high_bit_depth
-        self.downscaled += downscaled
-        self.length += 1
-        for each in (label if isinstance(label, tuple) else (label,)):
-            self.class_counts[each] += 1
-        self.total_bytes += payload_bytes
-        self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
-        self.width_range = _widen(self.width_range, width)
-        self.height_range = _widen(self.height_range, height)
-        for name, measured in (fields or {}).items():
-            merge(self.fields.setdefault(name, {}), measured)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> Stats:
-        return build_checked(cls, data, where, _ADDED_LATER)
-
-
-def _widen(bounds: list[int], value: int) -> list[int]:
-    return [min(bounds[0], value), max(bounds[1], value)] if bounds else [value, value]
+def new_store_id() -> str:
+    """A fresh, random store id: 32 hex digits (:attr:`Manifest.store_id`)."""
+    return uuid.uuid4().hex
 
 
 @dataclass
@@ -143,9 +98,11 @@ class Manifest:
             were not converted; 0 without a label file.
         appends: one entry per ``datakit convert --append`` that grew the store:
             ``{"when": ISO time, "added": records, "source": folder, "label_file": path or ""}``.
-        label_kind: ``"single"`` (a class index per record) or ``"multi"`` (a
+        label_kind: ``"single"`` (a class index per record), ``"multi"`` (a
             multi-hot uint8 vector per record; ``class_counts`` then count the
-            records carrying each class).
+            records carrying each class) or ``"none"`` (an unlabelled store: no
+            classes, every label :data:`NO_LABEL`; a datakit older than this
+            kind refuses the store as of an unknown label kind).
         class_order: how ``classes`` were sorted: ``"text"`` (folder names, as
             ``ImageFolder`` sorts them; and every store written before this
             field), or ``"numeric"`` (a label file whose labels are all
@@ -154,6 +111,14 @@ class Manifest:
         source_kind: what ``source`` is: ``"folder"`` (image files; every store
             written before this field), ``"huggingface"`` (a ``datasets`` dataset
             on disk) or ``"webdataset"`` (tar shards). Appends come from the same kind.
+        store_id: drawn at random for each conversion and kept by its appends, so
+            that a dataset can tell the store it was built on from one that
+            replaced it at the same location (``--overwrite``); ``""`` in a store
+            written before this field.
+        splits: the splits of a Hugging Face ``DatasetDict`` the records came
+            from (``datakit convert --split``; every split without it), in order;
+            empty for other sources, and in stores written before this field.
+            Records are named ``<split>/<row>``, so ``datakit inspect`` counts each.
     """
 
     classes: list[str]
@@ -176,17 +141,25 @@ class Manifest:
     appends: list[dict[str, Any]] = field(default_factory=list)
     class_order: str = "text"
     source_kind: str = "folder"
+    store_id: str = field(default_factory=new_store_id)
+    splits: list[str] = field(default_factory=list)
     schema: list[dict[str, Any]] = field(default_factory=list)
 
     @functools.cached_property
     def sample_fields(self) -> Schema:
         """The samples' fields (:mod:`datakit.format.fields`): the manifest's ``schema``, or for a store
-        written before fields existed an image and its label."""
-        return Schema.from_json(self.schema) if self.schema else Schema.classification()
+        written before fields existed an image and its label (or, unlabelled, the image alone)."""
+        if self.schema:
+            return Schema.from_json(self.schema)
+        return Schema.classification(self.label_kind != "none")
 
     @property
     def multi_label(self) -> bool:
         return self.label_kind == "multi"
+
+    @property
+    def unlabelled(self) -> bool:
+        return self.label_kind == "none"
 
     @property
     def length(self) -> int:
@@ -214,7 +187,7 @@ class Manifest:
         check_format_version(version, where)
         redundant = data.pop("length", None)
         data["stats"] = Stats.from_dict(data.get("stats"), where)
-        manifest = build_checked(cls, data, where, _ADDED_LATER)
+        manifest = build_checked(cls, data, where, _ADDED_LATER, _ABSENT)
         if redundant is not None and (type(redundant) is not int or redundant != manifest.length):
             raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
                              f"is {manifest.length}")
@@ -234,17 +207,23 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
     if len(manifest.stats.class_counts) != len(manifest.classes):
         raise StoreError(f"{where}: the manifest lists {len(manifest.classes)} classes but "
                          f"{len(manifest.stats.class_counts)} class counts")
-    if manifest.label_kind not in ("single", "multi"):
+    if manifest.label_kind not in LABEL_KINDS:
         raise StoreError(f"{where}: unknown label kind {manifest.label_kind!r} in the manifest")
     if manifest.class_order not in ("text", "numeric"):
         raise StoreError(f"{where}: unknown class order {manifest.class_order!r} in the manifest")
     if len(manifest.source_kind) > 40 or not manifest.source_kind.isidentifier():
         raise StoreError(f"{where}: malformed source kind {manifest.source_kind[:40]!r} in the manifest")
+    if len(manifest.store_id) > 64 or (manifest.store_id and not manifest.store_id.isalnum()):
+        raise StoreError(f"{where}: malformed store id {manifest.store_id[:64]!r} in the manifest")
     if manifest.multi_label and manifest.format_version < MULTI_LABEL_VERSION:
         raise StoreError(f"{where}: a multi-label manifest must have format version {MULTI_LABEL_VERSION} "
                          f"or later, not {manifest.format_version}")
     counts, length = manifest.stats.class_counts, manifest.length
-    if manifest.multi_label:
+    if manifest.unlabelled and manifest.classes:
+        raise StoreError(f"{where}: the manifest of an unlabelled store lists classes")
+    if manifest.unlabelled:
+        fits = length >= 0
+    elif manifest.multi_label:
         fits = length >= 0 and all(0 <= count <= length for count in counts) and sum(counts) >= length
     else:
         fits = sum(counts) == length and length >= 0
@@ -278,30 +257,6 @@ def _check_schema(manifest: Manifest, where: str) -> None:
         raise StoreError(f"{where}: manifest field 'stats.fields': {problem}")
     if schema.label is None and manifest.classes:
         raise StoreError(f"{where}: the manifest lists classes, but its schema has no label field")
-
-
-def check_stats(stats: Stats, where: str) -> None:
-    """Every running total within what a conversion writes, in a manifest or a progress entry.
-
-    A resume takes a progress entry's totals into the manifest it writes, so
-    they are checked where they are read, as a manifest's are.
-
-    Raises:
-        StoreError: a number out of range, naming its field.
-    """
-    length = stats.length
-    check_count(where, "stats.length", length, 10**KEY_DIGITS)  # keys have KEY_DIGITS digits
-    check_counts(where, "stats.class_counts", stats.class_counts, length)
-    check_counts(where, "stats.image_formats", stats.image_formats, length)
-    for name in ("exif_oriented", "high_bit_depth", "downscaled"):
-        check_count(where, f"stats.{name}", getattr(stats, name), length)
-    check_count(where, "stats.total_bytes", stats.total_bytes)
-    check_size_range(where, "stats.width_range", stats.width_range, length)
-    check_size_range(where, "stats.height_range", stats.height_range, length)
-    check_pixel_floor(where, stats.width_range, stats.height_range)
-    problem = check_field_stats(stats.fields, set(stats.fields))
-    if problem is not None:
-        raise StoreError(f"{where}: manifest field 'stats.fields': {problem}")
 
 
 def check_record(record: Record, key: str, position: int, manifest: Manifest, targets: np.ndarray) -> None:
@@ -352,10 +307,25 @@ def _check_numbers(manifest: Manifest, where: str) -> None:
     check_count(where, "quality", manifest.quality, 100)
     for position, entry in enumerate(manifest.appends):
         check_count(where, f"appends[{position}].added", entry["added"], length)
+    check_count(where, "appends[*].added (their sum)", sum(entry["added"] for entry in manifest.appends),
+                length)  # the records they added are a part of the store's
 
 
-_ADDED_LATER = frozenset({"schema", "fields", "exif_oriented", "high_bit_depth", "exif_transpose",
-                          "downscaled", "max_side", "quality", "label_file", "unlisted", "label_kind",
-                          "appends", "class_order", "source_kind", "skipped_files", "skipped_files_omitted"})
+def source_spans(manifest: Manifest) -> list[tuple[int, str]]:
+    """Where the records came from: ``(first index, source)`` of the conversion, then of each
+    append that added records, in index order. A record's source path is relative to the
+    source of the last span starting at or before its index."""
+    position = manifest.length - sum(entry["added"] for entry in manifest.appends)
+    spans = [(0, manifest.source)]
+    for entry in manifest.appends:
+        if entry["added"]:
+            spans.append((position, entry["source"]))
+        position += entry["added"]
+    return spans
+
+
+_ADDED_LATER = frozenset({"schema", "exif_transpose", "max_side",
+                          "quality", "label_file", "unlisted", "label_kind", "appends", "class_order",
+                          "source_kind", "store_id", "skipped_files", "skipped_files_omitted", "splits"})
 """Fields a store written by an earlier datakit lacks (the first added without a version change,
 ``skipped_files``, among them: older datakits ignore them); their defaults apply."""

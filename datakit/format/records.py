@@ -21,6 +21,9 @@ import numpy as np
 from datakit.errors import CorruptRecordError, IncompatibleStoreError
 
 __all__ = [
+    "KEY_DIGITS",
+    "NO_LABEL",
+    "record_key",
     "FORMAT_VERSION",
     "SINGLE_LABEL_VERSION",
     "MULTI_LABEL_VERSION",
@@ -52,6 +55,13 @@ FIELDS_VERSION = 3
 its payload is a directory of the stored values' lengths, then the values, the primary image first."""
 NULL_LENGTH = 0xFFFFFFFF
 """A directory length that says the sample has no value for the field (an optional one)."""
+KEY_DIGITS = 10
+"""Record keys are the sample index, zero-padded to this many digits."""
+
+NO_LABEL = -1
+"""Every record's label in an unlabelled store (``label_kind: "none"``), as torchvision's unlabelled
+splits give it (STL10's ``unlabeled``); never a label in any other store."""
+
 _MAGIC = b"DKR\x00"
 RAW_CHANNELS = 3
 """Raw payloads are RGB: a header that says otherwise is corrupt, whatever its sizes add up to."""
@@ -330,3 +340,8 @@ class RawBatch(NamedTuple):
 
     labels: np.ndarray
     pixels: np.ndarray
+
+
+def record_key(index: int) -> str:
+    """The key of the record holding sample ``index``."""
+    return f"{index:0{KEY_DIGITS}d}"

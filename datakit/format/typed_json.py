@@ -9,7 +9,7 @@ a :class:`~datakit.errors.StoreError` naming the field, never an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -27,7 +27,8 @@ _ITEM_TYPES = {"list[str]": str, "list[int]": int, "dict[str, int]": int, "list[
 _Built = TypeVar("_Built")
 
 
-def build_checked(cls: type[_Built], data: Any, where: str, optional: frozenset[str]) -> _Built:
+def build_checked(cls: type[_Built], data: Any, where: str, optional: frozenset[str],
+                  absent: Mapping[str, Any] | None = None) -> _Built:
     """``cls(**data)``, each field's JSON type checked first.
 
     Args:
@@ -36,7 +37,10 @@ def build_checked(cls: type[_Built], data: Any, where: str, optional: frozenset[
         data: the parsed JSON.
         where: the store, named in errors.
         optional: fields ``data`` may lack (added after the format's first
-            version): their defaults apply.
+            version): their defaults apply, or what ``absent`` gives them.
+        absent: what an optional field reads as when ``data`` lacks it, where
+            that is not its default (a new manifest draws a fresh store id; an
+            old store has none).
 
     Raises:
         StoreError: ``data`` is not an object, lacks a field, or holds one of another type.
@@ -47,6 +51,8 @@ def build_checked(cls: type[_Built], data: Any, where: str, optional: frozenset[
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name not in data:
             if f.name in optional:  # a store written before the field existed
+                if absent and f.name in absent:
+                    values[f.name] = absent[f.name]
                 continue
             raise StoreError(f"{where}: the manifest has no {f.name!r} field")
         value: Any = data[f.name]

@@ -11,12 +11,11 @@ A backend is three pieces, listed in the registry (``datakit.stores``):
   whole batches to commit.
 * a :class:`StoreReader`: raw record bytes by index, the manifest, the labels.
 
-Record bytes are produced and parsed by :mod:`datakit.format.records` only; a backend
-never looks inside them. What every backend does alike is written here once:
-opening a reader (manifest, label table), reading a store back for ``--resume``
-and ``--append``, refusing to remove what is not a store. Shared types, checks
-and messages: :mod:`~datakit.stores.conversion_state`, :mod:`~datakit.stores.labeltable`,
-:mod:`~datakit.stores.refusals`.
+Record bytes are produced and parsed by :mod:`datakit.format.records` only; a
+backend never looks inside them. What every backend does alike is written here
+once: opening a reader, reading a store back for ``--resume`` and ``--append``,
+refusing to remove what is not a store (with :mod:`~datakit.stores.conversion_state`,
+:mod:`~datakit.stores.labeltable`, :mod:`~datakit.stores.refusals`, :mod:`~datakit.stores.unfinished_append`).
 """
 
 from __future__ import annotations
@@ -28,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import DestinationExistsError, StoreError, option
-from datakit.format.manifest import Manifest, Stats
+from datakit.format.manifest import Manifest
+from datakit.format.stats import Stats
 from datakit.stores.conversion_state import (
     AppendState,
     CommittedState,
@@ -37,9 +37,11 @@ from datakit.stores.conversion_state import (
     StoredMeta,
     WriterIdentity,
     parse_progress,
+    stored_labels,
 )
 from datakit.stores.labeltable import label_table_size, parse_label_table
 from datakit.stores.refusals import load_manifest, records_disagree
+from datakit.stores.unfinished_append import AppendProgress, AppendRollback
 
 __all__ = ["StoreSpec", "StoreReader", "StoreWriter"]
 
@@ -63,8 +65,7 @@ class StoreSpec(ABC):
         """The store's location as a user would write it, for messages."""
 
     def command_arguments(self) -> str:
-        """How the CLI names this store after ``datakit convert SRC``: its location, plus
-        any option a backend needs (``--collection``)."""
+        """How the CLI names this store after ``datakit convert SRC`` (with ``--collection``...)."""
         return self.describe()
 
     def summary_fields(self) -> dict[str, Any]:
@@ -85,7 +86,7 @@ class StoreSpec(ABC):
         return self.describe()
 
 
-class StoreReader(ABC):
+class StoreReader(AppendProgress, ABC):
     """Read access to one complete store, owned by a single process.
 
     Opening is the same for every backend: connect (:meth:`_connect`), then
@@ -198,7 +199,7 @@ class StoreReader(ABC):
         self.close()
 
 
-class StoreWriter(ABC):
+class StoreWriter(AppendRollback, ABC):
     """Write access for one conversion.
 
     The pipeline (the conversion pipeline) first looks at the location: when
@@ -299,8 +300,8 @@ class StoreWriter(ABC):
             raise StoreError(f"{where} is not a datakit store ({meta.not_a_store}), so there is nothing to "
                              "resume; choose another destination")
         state = parse_progress(meta.progress, where)
-        state.sources, state.labels = self._read_records(state.stats.length, len(state.settings.classes),
-                                                         "conversion progress")
+        labels = stored_labels(state.settings.label_kind, len(state.settings.classes))
+        state.sources, state.labels = self._read_records(state.stats.length, labels, "conversion progress")
         self._conversion, self._resumed_at = state.settings, state.stats.length
         return state
 
@@ -331,8 +332,8 @@ class StoreWriter(ABC):
             raise records_disagree(where, "append progress")
         count = manifest.length if interrupted is None else interrupted.stats.length
         classes = len(manifest.classes if interrupted is None else interrupted.settings.classes)
-        sources, labels = self._read_records(count, classes, "manifest" if interrupted is None else
-                                             "append progress")
+        sources, labels = self._read_records(count, stored_labels(manifest.label_kind, classes),
+                                             "manifest" if interrupted is None else "append progress")
         table = self._read_label_table()
         size = label_table_size(manifest)
         self._resumed_at = count  # records past it are a batch an interrupted append left
@@ -373,11 +374,12 @@ class StoreWriter(ABC):
         store for writing, if it is one)."""
 
     @abstractmethod
-    def _read_records(self, count: int, classes: int, against: str) -> tuple[list[str], list[int]]:
+    def _read_records(self, count: int, labels: range, against: str) -> tuple[list[str], list[int]]:
         """The source path and label of records ``0 .. count - 1``.
 
         Raises:
-            StoreError: one is missing, or its label is not below ``classes``;
+            StoreError: one is missing, or its label is not in ``labels``
+                (:func:`~datakit.stores.conversion_state.stored_labels`);
                 the message says that the ``against`` (what gave ``count``)
                 disagrees with the stored records (:func:`~datakit.stores.refusals.records_disagree`).
         """

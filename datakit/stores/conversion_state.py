@@ -19,18 +19,22 @@ import numpy as np
 from datakit.errors import StoreError, option
 from datakit.format.fields.base import FieldError
 from datakit.format.fields.schema import Schema
-from datakit.format.manifest import Manifest, Stats, check_stats
+from datakit.format.manifest import LABEL_KINDS, NO_LABEL, Manifest
+from datakit.format.stats import Stats, check_stats
 
 __all__ = [
     "PendingRecord",
     "ConversionSettings",
     "CommittedState",
     "AppendState",
+    "UnfinishedAppend",
     "WriterIdentity",
     "StoredMeta",
     "stats_fit",
+    "stored_labels",
     "parse_progress",
     "progress_source",
+    "unfinished_append",
 ]
 
 
@@ -70,7 +74,7 @@ class ConversionSettings:
         max_side: the ``--max-side`` images are downscaled under (0: none).
         quality: the JPEG quality they are re-encoded at (0 without ``max_side``).
         label_kind: ``"single"``, ``"multi"`` (a multi-label ``--labels`` file) or
-            ``"none"`` (a store without labels).
+            ``"none"`` (an unlabelled source: no classes, every label -1).
         schema: the samples' fields (the manifest's ``schema``); empty for a
             classification store.
         boxes: what ``--boxes`` does with boxes outside their image or of no size.
@@ -107,7 +111,7 @@ class ConversionSettings:
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
                 and all(isinstance(name, str) for name in classes) and isinstance(scan, str)
                 and isinstance(exif_transpose, bool) and type(max_side) is int and type(quality) is int
-                and label_kind in ("single", "multi", "none") and isinstance(boxes, str)
+                and label_kind in LABEL_KINDS and isinstance(boxes, str)
                 and (schema == [] or _parses(schema))):
             return None
         return cls(source, classes, kind, scan, exif_transpose, max_side, quality, label_kind, schema, boxes)
@@ -130,12 +134,15 @@ class CommittedState:
         stats: running totals up to the last commit.
         sources: source path of each committed record, in index order.
         labels: label of each committed record, in index order.
+        new: the store was created by this run (nothing was at the destination,
+            or ``overwrite`` replaced what was).
     """
 
     settings: ConversionSettings
     stats: Stats
     sources: list[str] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
+    new: bool = False
 
 
 @dataclass
@@ -149,6 +156,8 @@ class AppendState:
             those an interrupted append committed after the manifest's length.
         labels: the label of each of those records (a multi-label record's first class).
         interrupted: the progress of an append that was interrupted, if one was.
+        discarded: an unfinished append this run rolled back before reading
+            the store (``discard_unfinished``), if it did.
     """
 
     manifest: Manifest
@@ -156,6 +165,26 @@ class AppendState:
     sources: list[str]
     labels: list[int]
     interrupted: CommittedState | None = None
+    discarded: UnfinishedAppend | None = None
+
+
+@dataclass(frozen=True)
+class UnfinishedAppend:
+    """An append that committed records after a complete store's manifest and did not finish.
+
+    Readers see the store as the manifest has it; the append is finished from
+    its own source (``--append`` or ``--resume`` again) or discarded
+    (``--append --discard-unfinished``), never continued from another source.
+
+    Attributes:
+        source: the folder it appends from; ``None`` when its progress is unreadable.
+        written: the records it committed after the manifest's; ``None`` likewise.
+        problem: why its progress is unreadable; empty when it is readable.
+    """
+
+    source: str | None
+    written: int | None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -198,12 +227,20 @@ def stats_fit(stats: Stats, settings: ConversionSettings) -> bool:
     ranges_ok = all(len(bounds) == (2 if stats.length else 0) and bounds == sorted(bounds)
                     for bounds in (stats.width_range, stats.height_range))
     counts = stats.class_counts
-    if settings.label_kind == "multi":  # each record counts once per class it carries
+    if settings.label_kind == "none":  # no classes, nothing counted
+        adds_up = not settings.classes
+    elif settings.label_kind == "multi":  # each record counts once per class it carries
         adds_up = all(count <= stats.length for count in counts) and sum(counts) >= stats.length
     else:
         adds_up = sum(counts) == stats.length
     return (len(counts) == len(settings.classes) and stats.length >= 0
             and all(count >= 0 for count in counts) and adds_up and ranges_ok)
+
+
+def stored_labels(label_kind: str, classes: int) -> range:
+    """The labels a store's records may carry: its class indices, or in an unlabelled store
+    (``label_kind`` ``"none"``) :data:`~datakit.format.manifest.NO_LABEL` alone."""
+    return range(NO_LABEL, NO_LABEL + 1) if label_kind == "none" else range(classes)
 
 
 def parse_progress(data: object, where: str, what: str = "conversion progress") -> CommittedState:
@@ -240,6 +277,22 @@ def progress_source(progress: object) -> object:
     incomplete store; ``None`` when it names none."""
     settings = progress.get("settings") if isinstance(progress, dict) else None
     return settings.get("source") if isinstance(settings, dict) else None
+
+
+def unfinished_append(manifest: Manifest, progress: object, where: str) -> UnfinishedAppend | None:
+    """The unfinished append a progress entry beside ``manifest`` records (``None``: no entry).
+
+    An unreadable entry is reported with its problem, not raised: the store
+    is readable as it was, and the entry can still be discarded.
+    """
+    if progress is None:
+        return None
+    try:
+        state = parse_progress(progress, where, "append progress")
+    except StoreError as exc:
+        source = progress_source(progress)
+        return UnfinishedAppend(source if isinstance(source, str) else None, None, str(exc))
+    return UnfinishedAppend(state.settings.source, max(0, state.stats.length - manifest.length))
 
 
 def _count_or_absent(data: dict[str, Any], name: str) -> bool:

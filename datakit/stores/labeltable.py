@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from datakit.errors import StoreError
-from datakit.format.manifest import Manifest
+from datakit.format.manifest import NO_LABEL, Manifest
 
 __all__ = ["label_table_bytes", "label_table_size", "parse_label_table"]
 
@@ -29,8 +29,8 @@ def label_table_size(manifest: Manifest) -> int:
 
 
 def parse_label_table(raw: bytes | None, manifest: Manifest, where: str) -> np.ndarray:
-    """The label table read back: a 1-D int64 array of class indices, or for a multi-label
-    store a ``(length, len(classes))`` uint8 array of 0 and 1.
+    """The label table read back: a 1-D int64 array of class indices (each ``-1`` in an
+    unlabelled store), or for a multi-label store a ``(length, len(classes))`` uint8 array of 0 and 1.
 
     Raises:
         StoreError: the table is missing, has the wrong size, or holds values
@@ -48,6 +48,9 @@ def parse_label_table(raw: bytes | None, manifest: Manifest, where: str) -> np.n
     if raw is None or len(raw) % 4 or len(raw) // 4 != manifest.length:
         raise StoreError(f"{where}: the label table does not match the manifest")
     labels = np.frombuffer(raw, dtype="<i4")
-    if len(labels) and (labels.min() < 0 or labels.max() >= classes):
+    if manifest.unlabelled and len(labels) and (labels != NO_LABEL).any():
+        raise StoreError(f"{where}: the label table of an unlabelled store holds labels other than "
+                         f"{NO_LABEL}")
+    if not manifest.unlabelled and len(labels) and (labels.min() < 0 or labels.max() >= classes):
         raise StoreError(f"{where}: the label table holds labels outside the classes")
     return labels.astype(np.int64)

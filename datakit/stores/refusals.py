@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Protocol
 
-from datakit.errors import StoreError, option
+from datakit.errors import StoreError, StoreReplacedError, option
 from datakit.format.manifest import Manifest
 from datakit.stores.conversion_state import WriterIdentity
 
@@ -24,6 +24,8 @@ __all__ = [
     "incomplete_message",
     "busy_message",
     "check_option_names",
+    "check_same_store",
+    "replaced_message",
 ]
 
 
@@ -50,6 +52,32 @@ def load_manifest(raw: bytes, where: str) -> Manifest:
         return Manifest.from_json(raw, where)
     except RecursionError:
         raise StoreError(f"{where}: the manifest is not valid JSON (nested too deeply)") from None
+
+
+def check_same_store(built: Manifest, found: Manifest, where: str) -> None:
+    """Refuse the store a reader opened when it is not the one a dataset was built on.
+
+    A store replaced at its location (``datakit convert --overwrite``) has
+    another store id, or, written before store ids, another creation time;
+    an append keeps both, so a grown store is still the same one.
+
+    Raises:
+        StoreReplacedError: it was replaced; the message names both conversions.
+    """
+    if (found.store_id, found.created) != (built.store_id, built.created):
+        detail = f"{_conversion(built)}; it now holds {_conversion(found)}"
+        raise StoreReplacedError(replaced_message(where, "this dataset was created", detail))
+
+
+def replaced_message(where: str, since: str, detail: str) -> str:
+    """The error message for a store replaced since ``since`` (a dataset was created, a reader opened it)."""
+    return (f"{where} was replaced since {since} ({detail}): create the dataset again (and reopen what "
+            "reads it) to read the new store")
+
+
+def _conversion(manifest: Manifest) -> str:
+    identity = f"store id {manifest.store_id[:8]}" if manifest.store_id else "no store id"
+    return f"the store converted at {manifest.created}, {identity}"
 
 
 def check_range(start: int, stop: int, length: int) -> None:

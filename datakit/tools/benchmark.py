@@ -3,10 +3,13 @@
 Both loaders read the same store through the same dataset with the same
 settings. With a photo pipeline (``pipeline="train"``: ``RandomResizedCrop(224)``
 and a flip; ``"val"``: ``Resize(256)``, ``CenterCrop(224)``), torch's loader
-runs torchvision's ``transforms.v2`` on PIL images, what the pipeline
-replaces (or, where torchvision does not import, ``datakit.vision``'s
-operations unfused on tensors, which compute what torchvision's do), and
-datakit's loader runs the same pipeline fused into decoding.
+runs torchvision's ``transforms.v2`` with each backend of torchvision's
+reference, on PIL images (``torch``) and on uint8 tensors (``torch-tensor``),
+what the pipeline replaces (or, where torchvision does not import,
+``datakit.vision``'s operations unfused on tensors, which compute what
+torchvision's do), datakit's loader runs the same pipeline fused into
+decoding, and a fourth run measures the decode ceiling
+(:mod:`datakit.tools.bench_contenders`).
 
 Each run happens in a fresh child process, so that peak memory is
 that run's alone and neither loader inherits the other's warm workers; runs
@@ -29,11 +32,12 @@ from typing import Any
 
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreSpec
+from datakit.tools.bench_contenders import CEILING, compare, contenders, drop_pixels, tensor_backend_transform
+from datakit.tools.torchvision_status import torchvision_problem
 
 __all__ = ["LoaderRun", "BenchSettings", "PIPELINES", "run_benchmark", "baseline_transform", "pipeline_steps",
            "counted_epochs", "torchvision_problem"]
 
-LOADERS = ("torch", "datakit")
 _STOP_GRACE = 10.0  # seconds a stopped run may take to finish its batch and shut its workers down
 _TELL_SECONDS = 0.1  # a run tells the parent its count of samples at most this often
 
@@ -68,7 +72,7 @@ class LoaderRun:
     """What one loader did in one run.
 
     Attributes:
-        loader: ``"torch"`` or ``"datakit"``.
+        loader: ``"torch"``, ``"torch-tensor"``, ``"datakit"`` or ``"decode-ceiling"``.
         samples: samples read over all epochs.
         seconds: wall time of all epochs, worker start-up included.
         steady_samples_per_second: samples/s over the epochs after the first
@@ -103,18 +107,21 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3,
     of the JSON alone is not misled: ``samples_per_second_counts`` (the
     epochs after the first; with one epoch, that epoch, start-up included)
     and, with a pipeline, ``baseline`` (what torch's loader ran),
-    ``baseline_is_torchvision`` and ``baseline_note`` (why not, else ``None``).
+    ``baseline_is_torchvision`` and ``baseline_note`` (why not, else ``None``),
+    the ratios against each torchvision backend and the decode ceiling
+    (:func:`datakit.tools.bench_contenders.compare`).
     """
     spec = resolve_store(settings.store, settings.backend_options)
     with spec.open_reader() as reader:
         manifest = reader.manifest
     mean_bytes = manifest.stats.total_bytes / max(1, manifest.length)
-    runs: dict[str, list[LoaderRun]] = {name: [] for name in LOADERS}
-    total, done = repeats * len(LOADERS) * settings.epochs * manifest.length, 0
+    loaders = contenders(settings.pipeline, settings.pipeline is not None and torchvision_problem() is None)
+    runs: dict[str, list[LoaderRun]] = {name: [] for name in loaders}
+    total, done = repeats * len(loaders) * settings.epochs * manifest.length, 0
     if progress is not None:
         progress(0, total)
     for _ in range(repeats):
-        for name in LOADERS:
+        for name in loaders:
             told = None if progress is None else _offset(progress, done, total)
             runs[name].append(_run_in_child(name, spec, settings, told))
             done += runs[name][-1].samples
@@ -135,9 +142,7 @@ def run_benchmark(settings: BenchSettings, repeats: int = 3,
             "worker_peak_mb": round(max(r.worker_peak_mb for r in results), 1),
             "runs": [asdict(run) for run in results],
         }
-    torch_rate = summary["loaders"]["torch"]["samples_per_second"]
-    summary["ratio"] = round(summary["loaders"]["datakit"]["samples_per_second"] / torch_rate, 2) \
-        if torch_rate else None
+    summary.update(compare(summary["loaders"]))
     return summary
 
 
@@ -255,15 +260,6 @@ def counted_epochs(epochs: int) -> str:
     return f"epochs 2 to {epochs} (after the first)"
 
 
-def torchvision_problem() -> str | None:
-    """Why torchvision's ``transforms.v2`` does not import here (``"ExcType: message"``), or ``None``."""
-    try:
-        from torchvision.transforms import v2  # noqa: F401
-    except Exception as exc:  # absent, or a build that does not import beside this torch
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
 def baseline_transform(pipeline: str) -> tuple[Any, str]:
     """The transform torch's loader runs for ``pipeline``, and what it is, in words.
 
@@ -284,9 +280,8 @@ def _baseline_fields(pipeline: str) -> dict[str, Any]:
     """What torch's loader ran, for the result: the help promises torchvision, so say when it was not."""
     problem = torchvision_problem()
     note = None if problem is None else (
-        f"torchvision does not import here ({problem}): torch's loader ran datakit.vision's operations "
-        "unfused on tensors in its place, not torchvision's transforms.v2 on PIL images; install "
-        "torchvision to compare against it")
+        "torch's loader ran datakit.vision's operations unfused on tensors, in place of torchvision's "
+        f"transforms.v2 on PIL images: {problem}")
     return {"baseline": baseline_transform(pipeline)[1], "baseline_is_torchvision": problem is None,
             "baseline_note": note}
 
@@ -296,6 +291,13 @@ def _dataset(loader_name: str, spec: StoreSpec, settings: BenchSettings) -> Any:
 
     if settings.pipeline is None:
         return datakit.StoreDataset(spec, output=settings.output)  # type: ignore[arg-type]
+    if loader_name == CEILING:  # decoded whole, nothing else (the pixels stay in the workers)
+        return datakit.StoreDataset(spec, output="numpy")
+    if loader_name == "torch-tensor":
+        from torchvision.transforms import v2
+
+        transform = tensor_backend_transform(pipeline_steps(settings.pipeline, v2))
+        return datakit.StoreDataset(spec, output="pil", transform=transform)
     if loader_name == "torch":
         transform, _ = baseline_transform(settings.pipeline)
         return datakit.StoreDataset(spec, output="pil", transform=transform)
@@ -332,10 +334,11 @@ def _measure(loader_name: str, spec: StoreSpec, settings: BenchSettings, stop: A
     import datakit
 
     dataset = _dataset(loader_name, spec, settings)
-    loader_class: Any = torch.utils.data.DataLoader if loader_name == "torch" else datakit.DataLoader
+    loader_class: Any = datakit.DataLoader if loader_name == "datakit" else torch.utils.data.DataLoader
+    options: dict[str, Any] = {"collate_fn": drop_pixels} if loader_name == CEILING else {}
     loader = loader_class(dataset, batch_size=settings.batch_size, shuffle=settings.shuffle,
                           num_workers=settings.workers, persistent_workers=settings.workers > 0,
-                          generator=torch.Generator().manual_seed(0))
+                          generator=torch.Generator().manual_seed(0), **options)
     counts = _EpochCounts()
     started = time.perf_counter()
     for epoch in range(settings.epochs):

@@ -18,21 +18,34 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from datakit.conversion.sources.foreign.summary import foreign_summary
-from datakit.errors import DatakitError, IncompleteStoreError, StoreError
+from datakit.errors import (
+    CorruptStoreError,
+    DatakitError,
+    IncompleteStoreError,
+    StoreError,
+    StoreReplacedError,
+)
 from datakit.format.decoding import record_to_array, record_to_pil
-from datakit.format.manifest import Manifest, Stats, check_record, record_key
-from datakit.format.records import decode_record
+from datakit.format.manifest import Manifest, check_record
+from datakit.format.records import decode_record, record_key
+from datakit.format.stats import Stats
 from datakit.stores import given_options, resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
+from datakit.stores.conversion_state import UnfinishedAppend
 from datakit.stores.refusals import incomplete_message
 
-__all__ = ["inspect", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS"]
+__all__ = ["inspect", "split_rows", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS",
+           "LABEL_WORDS"]
 
 _THUMB = 96
+_SPLIT_WINDOW = 65536
 _CAPTION = 14
 
 PREVIEW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
 """The preview sheet's format, by the extension of its file name (case does not matter)."""
+
+LABEL_WORDS = {"single": "single-label", "multi": "multi-label", "none": "none (unlabelled store)"}
+"""A store's ``label_kind`` in words, as ``datakit inspect`` shows it (and ``--json``'s ``labels``)."""
 
 
 def inspect(
@@ -68,22 +81,31 @@ def inspect(
         A JSON-serialisable dict: ``backend``, ``path``, ``length``,
         ``classes``, ``class_counts``, ``total_bytes``, ``mean_bytes``,
         ``payload_kind``, ``image_formats``, ``width_range``, ``height_range``,
-        ``format_version``, ``complete``, ``skipped``, ``created``, ``source``,
+        ``format_version``, ``complete``, ``skipped``, ``created``, ``store_id``
+        (a new one for each conversion, kept by appends; ``None`` for an
+        incomplete store and one written before store ids), ``source``,
         ``source_kind`` (``"folder"``, ``"huggingface"``, ``"webdataset"``; ``None``
         for an incomplete store), ``datakit_version``, ``exif_oriented`` and ``high_bit_depth`` (counts
         of images with an EXIF orientation, and with 16-bit or float pixels),
         ``exif_transpose`` (those were stored upright), ``downscaled`` with
         ``max_side`` and ``quality`` (images stored resized by ``--max-side``),
         ``label_kind`` (``"single"``: one class per record; ``"multi"``: a
-        multi-hot vector per record, ``class_counts`` counting each class's records), ``label_file``
+        multi-hot vector per record, ``class_counts`` counting each class's records; ``"none"``: an
+        unlabelled store, no classes, every label -1) and ``labels``, the same in words
+        (:data:`LABEL_WORDS`: ``"none (unlabelled store)"``), ``label_file``
         (the ``--labels`` file the labels came from, ``None`` for class
         folders or an incomplete store), ``class_order`` (``"numeric"``: a
         label file's integer labels sorted as numbers; ``"text"``: sorted as
         text, as folder names are; ``None`` for an incomplete store; classes
         new in an append come last either way), ``unlisted`` (images under the
         source that the label file did not name), ``appends`` (each
-        ``--append``: ``when``, ``added``, ``source``, ``label_file``),
-        ``being_written`` (a conversion is writing the
+        ``--append``: ``when``, ``added``, ``source``, ``label_file``), ``splits``
+        (the records of each Hugging Face split the store holds, ``{name: records}``
+        in the manifest's order; empty for other sources and incomplete stores),
+        ``unfinished_append`` (``None``, or an append that was interrupted:
+        its ``source``, the records it ``written`` that readers do not see
+        yet, and the commands that ``finish`` it or ``discard`` it; the store
+        stays readable as it was), ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
         plus ``problem`` for an incomplete store and ``verify`` and
         ``preview`` when asked for. A store datakit did not write, in a layout
@@ -107,6 +129,8 @@ def inspect(
         if skipped:
             summary.update(skipped_files=None, skipped_files_omitted=0)
         return summary
+    except (CorruptStoreError, StoreReplacedError):
+        raise  # a datakit store, damaged or replaced while opened: nobody else's layout
     except StoreError:
         found = foreign_summary(spec)
         if found is None:
@@ -114,6 +138,8 @@ def inspect(
         return found
     with reader:
         summary = _summarise(spec, reader.manifest)
+        unfinished = reader.unfinished_append()
+        summary["splits"] = split_rows(reader)
         if skipped:
             summary["skipped_files"] = [{"path": path, "reason": reason}
                                         for path, reason in reader.manifest.skipped_files]
@@ -131,7 +157,23 @@ def inspect(
         running = writer.running_writer()
     if running is not None:
         summary.update(being_written=True, writer=running.describe())
+    elif unfinished is not None:
+        summary["unfinished_append"] = _unfinished_fields(spec, unfinished)
     return summary
+
+
+def _unfinished_fields(spec: StoreSpec, unfinished: UnfinishedAppend) -> dict[str, Any]:
+    """An interrupted append, and the two commands that end it: finish it from its own source,
+    or discard it (appending SRC, whatever it is, instead)."""
+    arguments = spec.command_arguments()
+    fields: dict[str, Any] = {
+        "source": unfinished.source, "written": unfinished.written,
+        "finish": None if unfinished.source is None else
+        f"datakit convert {unfinished.source} {arguments} --append",
+        "discard": f"datakit convert SRC {arguments} --append --discard-unfinished"}
+    if unfinished.problem:
+        fields["problem"] = unfinished.problem
+    return fields
 
 
 def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
@@ -143,6 +185,7 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         complete=True,
         skipped=manifest.skipped,
         created=manifest.created,
+        store_id=manifest.store_id or None,
         source=manifest.source,
         source_kind=manifest.source_kind,
         datakit_version=manifest.datakit_version,
@@ -150,14 +193,30 @@ def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
         max_side=manifest.max_side,
         quality=manifest.quality,
         label_kind=manifest.label_kind,
+        labels=LABEL_WORDS[manifest.label_kind],
         label_file=manifest.label_file or None,
         class_order=manifest.class_order,
         unlisted=manifest.unlisted,
         appends=[dict(entry) for entry in manifest.appends],
+        unfinished_append=None,
         being_written=False,
         writer=None,
     )
     return summary
+
+
+def split_rows(reader: StoreReader) -> dict[str, int]:
+    """The records of each split a store's manifest names, counted by their names (``<split>/<row>``),
+    reading the source paths a window at a time; ``{}`` for a store of no splits."""
+    manifest = reader.manifest
+    if not manifest.splits:
+        return {}
+    counts = dict.fromkeys(manifest.splits, 0)
+    for start in range(0, manifest.length, _SPLIT_WINDOW):
+        for path in reader.source_path_range(start, min(manifest.length, start + _SPLIT_WINDOW)):
+            name = path.split("/", 1)[0]
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
@@ -169,11 +228,13 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
     summary = spec.summary_fields()
     summary.update(_stats_fields(state.settings.classes, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
-                   skipped=None, created=None, source=state.settings.source, source_kind=None,
+                   skipped=None, created=None, store_id=None, source=state.settings.source, source_kind=None,
                    datakit_version=None,
                    exif_transpose=state.settings.exif_transpose, max_side=state.settings.max_side,
-                   quality=state.settings.quality, label_kind=state.settings.label_kind, label_file=None,
-                   class_order=None, unlisted=0, appends=[], being_written=running is not None,
+                   quality=state.settings.quality, label_kind=state.settings.label_kind,
+                   labels=LABEL_WORDS[state.settings.label_kind], label_file=None,
+                   class_order=None, unlisted=0, appends=[], unfinished_append=None, splits={},
+                   being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
 
@@ -265,7 +326,7 @@ def draw_preview(reader: StoreReader, path: str, count: int) -> None:
         caption = f"bad #{index}"
         try:
             record = decode_record(data, key)
-            caption = f"{classes[labels[index]]} #{index}"
+            caption = f"{classes[labels[index]]} #{index}" if classes else f"#{index}"
             thumb = record_to_pil(record)
             thumb.thumbnail((_THUMB - 4, _THUMB - 4))
             sheet.paste(thumb, (x + (_THUMB - thumb.width) // 2, y + (_THUMB - thumb.height) // 2))

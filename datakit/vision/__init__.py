@@ -24,6 +24,7 @@ the table and the measurements).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 # public name -> module that defines it: imported on first use, so that the JPEG binding
@@ -52,6 +53,10 @@ _EXPORTS: dict[str, str] = {
     "AutoAugmentPolicy": "datakit.vision.augment.policies",
     "RandAugment": "datakit.vision.augment.policies",
     "TrivialAugmentWide": "datakit.vision.augment.policies",
+    "PILToTensor": "datakit.vision.conversions",
+    "ToDtype": "datakit.vision.conversions",
+    "ToImage": "datakit.vision.conversions",
+    "ToPureTensor": "datakit.vision.conversions",
     "FusedDecoder": "datakit.vision.fused_decode",
     "FusedPlan": "datakit.vision.fused_decode",
     "compile_transform": "datakit.vision.fused_decode",
@@ -82,6 +87,7 @@ __all__ = [
     "InterpolationMode",
     "MixUp",
     "Normalize",
+    "PILToTensor",
     "RandAugment",
     "RandomAdjustSharpness",
     "RandomAffine",
@@ -100,6 +106,9 @@ __all__ = [
     "Recipe",
     "Resize",
     "SampleOp",
+    "ToDtype",
+    "ToImage",
+    "ToPureTensor",
     "Transform",
     "TrivialAugmentWide",
     "compile_recipe",
@@ -130,6 +139,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         RandAugment,
         TrivialAugmentWide,
     )
+    from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
     from datakit.vision.fused_decode import FusedDecoder, FusedPlan, compile_transform
     from datakit.vision.recipe import Recipe, compile_recipe
     from datakit.vision.transforms import (
@@ -147,6 +157,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
+        # a submodule (``datakit.format.jpeg.RegionDecoder``), whether or not something imported it already
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module 'datakit.vision' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

@@ -1,8 +1,9 @@
 """A ``datakit.vision`` pipeline run as one fused decode per sample.
 
 For each sample: read the JPEG header, draw the crop, pick the smallest DCT
-scale that keeps the crop at least the output size (antialiased bilinear
-only), decode only the rows and columns the crop needs
+scale that keeps the crop three times the output size (antialiased bilinear
+only; :data:`~datakit.format.jpeg.MIN_DOWNSCALE`), decode only the rows and
+columns the crop needs
 (:mod:`datakit.format.jpeg`), resize with the ATen kernel torchvision runs
 for the pipeline's ``interpolation`` (:mod:`datakit.vision.resample`), flip,
 and write channel-first uint8 pixels where the caller wants them (a batch
@@ -20,14 +21,18 @@ Pillow (which decodes JPEGs with the same libjpeg-turbo settings):
   the whole resize's scale factors (:func:`_resize_part`), so each kept
   pixel sees the same source pixels with the same weights.
 - ``RandomResizedCrop`` boxes are torchvision's integer boxes; at full scale
-  the crop and resize are torchvision's. With antialiased bilinear, when the
-  box is at least twice the output on both sides the image is decoded at
-  1/2, 1/4 or 1/8 scale: the IDCT's downscaling replaces part of the
-  antialiasing filter, and the box's origin moves onto the scaled pixel grid
+  the crop and resize are torchvision's. With antialiased bilinear, the
+  image is decoded at the smallest of the 1/2, 1/4 and 1/8 scales at which
+  the box is still three times the output on both sides (at 1/2, a box of
+  six times the output), so that the resize still downscales 3x or more:
+  the IDCT's downscaling replaces part of the antialiasing filter, and the
+  box's origin moves onto the scaled pixel grid
   (:meth:`FusedDecoder.crop_box`; its size is kept exact through the
   resize's scale factors). ``Resize`` is DCT-scaled likewise when the scaled
-  image still covers its output. Against the reference, the mean difference
-  measured 0.2-0.8 grey levels per image, at most 1.0 (``docs/vision.md``).
+  image is still three times its output. Against the reference, on real
+  photographs, the mean difference measured 0.1-0.7 grey levels per image,
+  within the bound of 1.0 (``docs/vision.md``; closer scales exceeded it on
+  textured photos).
 
 A record gets the same answer here as from a full decode (``output="numpy"``),
 whatever crop is drawn: the checks a full decode makes before decoding (the

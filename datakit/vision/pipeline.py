@@ -46,6 +46,7 @@ class FusedPipeline:
         self._decoder: FusedDecoder | None = None
         self._decoder_pid: int | None = None
         self._warned_unmixed = False
+        self._collate_taken = False  # dataset.collate_fn was read, or collate ran: batches get mixed
 
     @classmethod
     def from_transform(cls, transform: object) -> FusedPipeline | None:
@@ -149,15 +150,31 @@ class FusedPipeline:
         datakit's loader mixes its batches itself; torch's calls this per batch
         (draws from torch's generator, as torchvision's MixUp does there).
         """
+        self._collate_taken = True
         return self.mix_batch(default_collate(samples), BatchInfo((), None))
 
+    def collate_fn(self) -> Any:
+        """:meth:`collate`, handed to the user (``dataset.collate_fn``): reads warn no more.
+
+        A loader given it mixes its batches with it, in the worker that reads
+        them, after the reads; so taking it is what says the batches will be
+        mixed, before any batch is.
+        """
+        self._collate_taken = True
+        return self.collate
+
     def _warn_if_unmixed(self) -> None:
-        if self.recipe.batch_steps and epoch_seed() is None and not self._warned_unmixed:
-            self._warned_unmixed = True
-            names = ", ".join(repr(step.op) for step in self.recipe.batch_steps)
-            warnings.warn(f"{names} mixes whole batches, which datakit.DataLoader does; under another "
-                          "loader pass collate_fn=dataset.collate_fn (samples are returned unmixed)",
-                          UserWarning, stacklevel=4)
+        """Warn once that MixUp/CutMix is not applied: samples read outside datakit's loader
+        (no epoch seed), by someone who never took :meth:`collate_fn` and in a process where
+        :meth:`collate` never ran."""
+        if not self.recipe.batch_steps or self._collate_taken or self._warned_unmixed \
+                or epoch_seed() is not None:
+            return
+        self._warned_unmixed = True
+        names = ", ".join(repr(step.op) for step in self.recipe.batch_steps)
+        warnings.warn(f"{names} mixes whole batches, which a loader does: these samples come out "
+                      "unmixed (datakit.DataLoader mixes its batches; under torch's DataLoader pass "
+                      "collate_fn=dataset.collate_fn)", UserWarning, stacklevel=4)
 
     def _fused(self) -> FusedDecoder:
         pid = os.getpid()
@@ -167,7 +184,7 @@ class FusedPipeline:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"recipe": self.recipe, "_decoder": None, "_decoder_pid": None,
-                "_warned_unmixed": self._warned_unmixed}
+                "_warned_unmixed": self._warned_unmixed, "_collate_taken": self._collate_taken}
 
     def __repr__(self) -> str:
         return f"FusedPipeline({self.recipe!r})"

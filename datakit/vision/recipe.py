@@ -19,7 +19,10 @@ is split, in its own order, into:
    erases after normalising), run like the pixel steps on float batches;
 5. the **batch steps**: MixUp / CutMix, once per batch, labels made soft.
 
-Every per-sample draw is keyed on ``(epoch seed, sample index, step position)``
+torchvision's conversions (``ToImage``, ``PILToTensor``, ``ToDtype``,
+``ToPureTensor``) are dropped where they change nothing, and do not count as
+positions (:mod:`datakit.vision.conversions`). Every per-sample draw is keyed
+on ``(epoch seed, sample index, step position)``
 and every batch draw on ``(epoch seed, the batch's first index and size, step
 position)`` (:mod:`datakit.vision.randomness`), so batches are the same with
 any worker count and a resumed epoch replays them; a callable that draws from
@@ -32,11 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
 from datakit.vision.augment.base import BatchOp, SampleOp
+from datakit.vision.conversions import ToDtype, folds_into, is_no_op, passes_through
 from datakit.vision.fused_decode import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.transforms import Compose, Normalize, Transform
@@ -50,7 +54,8 @@ _TORCH_SEED_MASK = (1 << 63) - 1
 
 @dataclass(frozen=True)
 class Step:
-    """One operation of the recipe and its position in the ``Compose`` (part of its random key)."""
+    """One operation of the recipe and its position in the ``Compose``, no-op conversions not
+    counted (part of its random key)."""
 
     position: int
     op: Callable[..., Any]
@@ -68,16 +73,22 @@ class Recipe:
     Attributes:
         fused: the leading geometric operations, run inside decoding.
         pixel_steps: per-sample steps on uint8 pixels, before ``Normalize``.
-        normalize: the pipeline's ``Normalize``, if any.
+        normalize: what makes the uint8 pixels floats, once per batch: the
+            pipeline's ``Normalize``, or a ``ToDtype`` to a float dtype; if any.
         float_steps: per-sample steps after ``Normalize``.
         batch_steps: MixUp / CutMix (or a choice between them), last.
+        dropped: torchvision's conversions that change nothing here
+            (``ToImage``, ``PILToTensor``, ``ToPureTensor``, a ``ToDtype`` to the
+            pixels' dtype, and ``ToDtype(float32, scale=True)`` before
+            ``Normalize``, which takes uint8 itself).
     """
 
     fused: FusedPlan
     pixel_steps: tuple[Step, ...] = ()
-    normalize: Normalize | None = None
+    normalize: Normalize | ToDtype | None = None
     float_steps: tuple[Step, ...] = ()
     batch_steps: tuple[Step, ...] = ()
+    dropped: tuple[Step, ...] = ()
 
     def output_shape(self) -> tuple[int, int, int] | None:
         """``(3, H, W)``: the shape the fused prefix makes, which the batched operations keep.
@@ -106,7 +117,8 @@ class Recipe:
         return self.normalize is not None or bool(self.float_steps) or bool(self.batch_steps)
 
     def describe(self) -> dict[str, list[str]]:
-        """Which operation runs where: ``fused``, ``batched``, ``per sample``, ``per batch``."""
+        """Which operation runs where: ``fused``, ``batched``, ``per sample``, ``per batch``; and
+        which are ``dropped`` (no-ops on the pipeline's tensors)."""
         fused = [repr(op) for op in (self.fused.crop, self.fused.resize, self.fused.center) if op is not None]
         if self.fused.flip:
             fused.append(f"RandomHorizontalFlip(p={self.fused.flip})")
@@ -117,6 +129,7 @@ class Recipe:
             "per sample": [repr(step.op) for step in steps if not step.batched],
             "per batch": [repr(self.normalize)] * (self.normalize is not None)
                          + [repr(step.op) for step in self.batch_steps],
+            "dropped": [repr(step.op) for step in self.dropped],
         }
 
 
@@ -129,26 +142,61 @@ def compile_recipe(transform: object) -> Recipe | None:
     """
     if not isinstance(transform, Transform):
         return None
-    steps = list(transform.transforms) if isinstance(transform, Compose) else [transform]
-    prefix = _fusable_prefix(steps)
-    fused = compile_transform(Compose(steps[:prefix])) if prefix else FusedPlan()
+    kept, dropped = _acting_steps(list(transform.transforms) if isinstance(transform, Compose)
+                                  else [transform])
+    prefix = _fusable_prefix([op for _, op in kept])
+    fused = compile_transform(Compose([op for _, op in kept[:prefix]])) if prefix else FusedPlan()
     assert fused is not None
     pixel: list[Step] = []
     floats: list[Step] = []
     batch: list[Step] = []
-    normalize: Normalize | None = None
-    for position in range(prefix, len(steps)):
-        op = steps[position]
+    normalize: Normalize | ToDtype | None = None
+    for key in range(prefix, len(kept)):
+        position, op = kept[key]
+        step = Step(key, op)  # keyed on its place among the steps that act (see _acting_steps)
         if isinstance(op, BatchOp):
-            batch.append(Step(position, op))
-        elif isinstance(op, Normalize) and normalize is None:
+            batch.append(step)
+        elif _makes_floats(op) and normalize is None:
             normalize = op
         elif batch:
             raise ValueError(f"{op!r} at position {position} comes after {batch[-1].op!r}: MixUp and "
                              "CutMix mix whole batches, so they go last (Normalize may follow them)")
         else:
-            (pixel if normalize is None else floats).append(Step(position, op))
-    return Recipe(fused, tuple(pixel), normalize, tuple(floats), tuple(batch))
+            (pixel if normalize is None else floats).append(step)
+    return Recipe(fused, tuple(pixel), normalize, tuple(floats), tuple(batch), tuple(dropped))
+
+
+def _makes_floats(op: object) -> TypeGuard[Normalize | ToDtype]:
+    """``Normalize``, or a ``ToDtype`` to a float dtype: what ends the uint8 part of a pipeline."""
+    return isinstance(op, Normalize) or (isinstance(op, ToDtype) and op.dtype.is_floating_point)
+
+
+def _acting_steps(steps: Sequence[Any]) -> tuple[list[tuple[int, Any]], list[Step]]:
+    """The steps that change the pipeline's tensors (with their positions in the ``Compose``), and
+    those dropped as no-ops (:mod:`datakit.vision.conversions`).
+
+    The pixels are uint8 from the decode until ``Normalize`` (float32) or a
+    ``ToDtype``; a ``ToDtype`` to the dtype they have then is a no-op, and
+    ``ToDtype(float32, scale=True)`` right before ``Normalize`` is what
+    datakit's ``Normalize`` does on uint8 by itself. A kept step's position
+    (part of its random key) counts kept steps only, so that a pipeline draws
+    the same with or without the conversions; messages name positions in the
+    ``Compose``.
+    """
+    kept: list[tuple[int, Any]] = []
+    dropped: list[Step] = []
+    dtype = torch.uint8
+    for position, op in enumerate(steps):
+        following = next((later for later in steps[position + 1:] if not passes_through(later)), None)
+        if is_no_op(op, dtype) or (dtype == torch.uint8 and folds_into(op, following)):
+            dropped.append(Step(position, op))
+            continue
+        kept.append((position, op))
+        if isinstance(op, Normalize):
+            dtype = torch.float32
+        elif isinstance(op, ToDtype):
+            dtype = op.dtype
+    return kept, dropped
 
 
 def _fusable_prefix(steps: Sequence[Any]) -> int:

@@ -179,11 +179,12 @@ def test_copy_planar_deinterleaves_strided_rows(mirror):
 
 
 @pytest.mark.parametrize(("box", "output", "expected"), [
-    ((448, 448), (224, 224), 4),   # twice the output: half scale
-    ((447, 900), (224, 224), 8),   # one side short of twice: full scale
-    ((1792, 1800), (224, 224), 1),
-    ((900, 900), (224, 224), 2),
-    ((100, 100), (224, 224), 8),   # upscaling: full scale
+    ((1344, 1344), (224, 224), 4),   # three times the output at half scale
+    ((1343, 2000), (224, 224), 8),   # one side short of it: full scale
+    ((900, 900), (224, 224), 8),     # twice the output at half scale is not enough (docs/vision.md)
+    ((2688, 2700), (224, 224), 2),
+    ((5376, 5400), (224, 224), 1),
+    ((100, 100), (224, 224), 8),     # upscaling: full scale
 ])
-def test_the_scale_is_the_smallest_that_keeps_the_box_at_least_the_output(box, output, expected):
+def test_the_scale_is_the_smallest_that_keeps_the_box_three_times_the_output(box, output, expected):
     assert choose_scale(*box, *output) == expected

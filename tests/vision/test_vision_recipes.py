@@ -214,6 +214,36 @@ def test_torchs_loader_gets_every_per_sample_step_and_mixes_with_the_datasets_co
     assert images.shape == (BATCH, 3, SIZE, SIZE) and labels.shape == (BATCH, len(CLASSES))
 
 
+def test_torchs_loader_with_the_datasets_collate_in_workers_mixes_and_warns_nothing(store):
+    """Each worker warned that the batches went unmixed, naming an internal class, although
+    ``collate_fn=dataset.collate_fn`` was passed and mixed them (warnings are errors here)."""
+    dataset = datakit.LMDBDataset(store, transform=reference())
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=2,
+                                         collate_fn=dataset.collate_fn)
+    batches = list(loader)
+    assert len(batches) == len(dataset) // BATCH
+    for images, labels in batches:
+        assert images.shape == (BATCH, 3, SIZE, SIZE) and labels.shape == (BATCH, len(CLASSES))
+        assert labels.dtype == torch.float32 and torch.allclose(labels.sum(1), torch.ones(BATCH))
+
+
+@pytest.mark.parametrize("mixing", ["choice", "mixup"])
+def test_unmixed_batches_are_warned_about_in_the_words_the_user_wrote(store, mixing):
+    mix: Any = T.MixUp(alpha=0.2, num_classes=len(CLASSES))
+    if mixing == "choice":
+        mix = T.RandomChoice([mix, T.CutMix(alpha=1.0, num_classes=len(CLASSES))])
+    dataset = datakit.LMDBDataset(store, transform=T.Compose([T.RandomResizedCrop(SIZE), mix]))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH)  # torch's default_collate: unmixed
+    with pytest.warns(UserWarning) as caught:
+        images, labels = next(iter(loader))
+    assert labels.shape == (BATCH,)
+    message = str(caught[0].message)
+    written = ("RandomChoice([MixUp(alpha=0.2, num_classes=3), CutMix(alpha=1.0, num_classes=3)]"
+               if mixing == "choice" else "MixUp(alpha=0.2, num_classes=3)")
+    assert message.startswith(written), message
+    assert "OpChoice" not in message and "collate_fn=dataset.collate_fn" in message, message
+
+
 def test_which_part_runs_where_is_reported(store):
     recipe = T.compile_recipe(reference())
     assert recipe is not None

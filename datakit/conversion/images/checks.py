@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
+from datakit.conversion.file_reads import DEFAULT_MAX_PIXELS, BadImage, pixel_limit_for_reads, read_framed
 from datakit.conversion.images.downscale import (
     DEFAULT_QUALITY,
     downscale,
@@ -51,15 +52,6 @@ __all__ = [
     "pixel_image",
     "read_framed",
 ]
-
-DEFAULT_MAX_PIXELS = 89_478_485
-"""Pillow's own default limit (``Image.MAX_IMAGE_PIXELS``), fixed here so every
-worker process applies the same limit whatever the parent changed."""
-
-
-class BadImage(Exception):
-    """A source file that cannot be stored; the message says why."""
-
 
 @dataclass(frozen=True)
 class SourceImage:
@@ -125,7 +117,8 @@ def read_source_image(path: str, options: ImageOptions) -> SourceImage:
     Raises:
         BadImage: the file is unreadable, or not an image that can be stored.
     """
-    return check_source_image(read_framed(path), options)
+    with pixel_limit_for_reads(options.max_pixels):
+        return check_source_image(read_framed(path), options)
 
 
 def check_source_image(framed: bytearray, options: ImageOptions) -> SourceImage:
@@ -162,7 +155,8 @@ def check_source_image(framed: bytearray, options: ImageOptions) -> SourceImage:
 
 
 def pixel_image(framed: FramedPixels, options: ImageOptions) -> SourceImage:
-    """Raw RGB pixels a source handed over as an array (the pickle recipe's), stored as a raw record.
+    """Raw RGB pixels a source handed over as an array (the pickle recipe's, a raw store's record),
+    stored as a raw record: resized under ``max_side`` as any image is.
 
     Raises:
         BadImage: the conversion stores encoded files (a store keeps one
@@ -171,8 +165,14 @@ def pixel_image(framed: FramedPixels, options: ImageOptions) -> SourceImage:
     if options.kind is not PayloadKind.RAW:
         raise BadImage("a pixel array, in a conversion that stores encoded files; convert with --format raw "
                        "(format='raw') to store pixel arrays")
-    _check_pixels(framed.width, framed.height, options.max_pixels)
-    return SourceImage(framed, PayloadKind.RAW, framed.width, framed.height, 3, "array")
+    width, height = framed.width, framed.height
+    _check_pixels(width, height, options.max_pixels)
+    if options.max_side is not None and needs_downscaling(width, height, options.max_side):
+        pixels = np.frombuffer(framed, dtype=np.uint8, offset=HEADER_SIZE).reshape(height, width, 3)
+        smaller = downscale(Image.fromarray(pixels, "RGB"), options.max_side)
+        return SourceImage(framed_pixels(downscaled_pixels(smaller)), PayloadKind.RAW, *smaller.size, 3,
+                           "array", downscaled=True)
+    return SourceImage(framed, PayloadKind.RAW, width, height, 3, "array")
 
 
 def _checked_by_header(framed: bytearray, header: ImageHeader, orientation: int, deep: bool,
@@ -290,26 +290,6 @@ def _encode_like(upright: Image.Image, source: Image.Image) -> tuple[bytes, str]
         upright.save(buffer, format="PNG")
         image_format = "PNG"
     return buffer.getvalue(), image_format
-
-
-def read_framed(path: str) -> bytearray:
-    """The file's bytes, read straight into place after room for a record header."""
-    try:
-        with open(path, "rb", buffering=0) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            framed = bytearray(HEADER_SIZE + size)
-            with memoryview(framed) as view:
-                filled = HEADER_SIZE
-                while filled < len(framed):
-                    count = handle.readinto(view[filled:])
-                    if not count:
-                        break
-                    filled += count
-            del framed[filled:]  # the file shrank while being read
-            framed += handle.read()  # or grew
-    except OSError as exc:
-        raise BadImage(f"unreadable: {exc.strerror or exc}") from None
-    return framed
 
 
 def _check_jpeg_end(framed: bytearray) -> None:

@@ -144,6 +144,12 @@ class SourceFolder:
             which are stored as raw records whatever format was asked for;
             ``""`` to store them as asked (the pickle recipe's stores,
             :mod:`datakit.conversion.sources.foreign.recipe_lmdb`).
+        unlabelled: the images carry no label (the pickle recipe's bare pixel
+            arrays): no classes, every entry's label -1, an unlabelled store.
+        standalone_names: entries are named ``<store name>/<key>`` (an existing
+            store's samples), not by paths under ``root``: shown as they are.
+        splits: the rows of each split converted, in order, for a source made of
+            splits (a Hugging Face ``DatasetDict``); empty for other sources.
     """
 
     root: str
@@ -158,6 +164,9 @@ class SourceFolder:
     reader: EntryBytes | None = None
     rejected: list[tuple[str, str]] = field(default_factory=list)
     payload_kind: str = ""
+    unlabelled: bool = False
+    standalone_names: bool = False
+    splits: dict[str, int] = field(default_factory=dict)
     schema: Schema | None = None
     fields: EntryFields | None = None
 

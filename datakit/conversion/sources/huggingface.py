@@ -15,9 +15,19 @@ file: each process opens it once, lazily, and nothing big is pickled. Parquet
 files are first turned into Arrow files in ``datasets``'s own cache (as
 ``datasets.load_dataset`` does; ``HF_DATASETS_CACHE`` says where).
 
+``split`` (``--split NAME``, repeatable) converts only the splits named of a
+``DatasetDict``, in its order; without it every split goes into the one store,
+and the report and ``datakit inspect`` count the rows of each (the manifest
+records the splits, :attr:`~datakit.format.manifest.Manifest.splits`). A row whose
+image is a path, not bytes, is read from the file it names inside the image
+root only (:mod:`datakit.conversion.sources.hf_images`).
+
 The classes are a ``ClassLabel`` column's names, in their order (not sorted);
 any other label column is read as a label file would be: integers sorted as
-numbers, text as text. A row whose label is missing (``None``, or ``-1``, the
+numbers, text as text, each label in a label file's bounds (a class name of at
+most 1024 characters, an integer within int64:
+:func:`~datakit.conversion.sources.class_names.label_problem`; a row out of them is
+refused, naming it). A row whose label is missing (``None``, or ``-1``, the
 ``ClassLabel`` convention for unlabelled rows) is skipped and listed. A
 dataset without labels takes them from a label file (``--labels``) naming rows
 by their names. The store's progress records the data files' names, sizes and
@@ -32,12 +42,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datakit.conversion.images.checks import BadImage, read_framed
+from datakit.conversion.sources.class_names import class_order, label_problem, sorted_classes
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.files import files_digest
-from datakit.conversion.sources.labelfile import class_order, sorted_classes
-from datakit.errors import SourceError
-from datakit.format.records import HEADER_SIZE
+from datakit.conversion.sources.hf_images import ArrowBytes, check_path_images
+from datakit.errors import SourceError, Spelling
 
 __all__ = ["SAVED_MARKERS", "TABLE_SUFFIXES", "ROW_DIGITS", "ArrowBytes", "scan_huggingface"]
 
@@ -59,92 +68,65 @@ class _Table:
     where: str
     dataset: Any
     arrow_files: list[str]
+    split: bool = False
+    """The table is a split of the dataset (of a DatasetDict, or a Dataset saved with its split)."""
 
 
-class ArrowBytes:
-    """The image bytes of rows of Arrow files; each process opens the files it reads once.
-
-    Args:
-        files: the Arrow files; an entry's location is ``(file index, row)``.
-        column: the ``Image`` column.
-        root: the source, for image paths relative to it (rows holding a path, not bytes).
-    """
-
-    def __init__(self, files: Sequence[str], column: str, root: str) -> None:
-        self.files, self.column, self.root = tuple(files), column, root
-        self._opened: dict[int, Any] = {}
-        self._pid = os.getpid()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "column": self.column, "root": self.root}  # nothing opened
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["files"], state["column"], state["root"])  # type: ignore[misc]
-
-    def read(self, entry: SourceEntry) -> bytearray:
-        if not entry.location:
-            raise BadImage("not a row of the dataset")
-        index, row = entry.location
-        value = self._table(index)[row][self.column]
-        if value is None:
-            raise BadImage(f"the row has no image in column {self.column!r}")
-        data, path = value.get("bytes"), value.get("path")
-        if data is not None:
-            framed = bytearray(HEADER_SIZE + len(data))
-            framed[HEADER_SIZE:] = data
-            return framed
-        if not path:
-            raise BadImage(f"the row's {self.column!r} holds neither bytes nor a path")
-        located = path if os.path.isabs(path) else os.path.join(_folder(self.root), path)
-        if not os.path.exists(located):
-            raise BadImage(f"the row's {self.column!r} holds no bytes, only the path {path!r}, which "
-                           "does not exist")
-        return read_framed(located)
-
-    def prefetch(self, entries: Sequence[SourceEntry]) -> None:
-        """Nothing to fetch ahead: reads are local."""
-
-    def close(self) -> None:
-        self._opened.clear()
-
-    def _table(self, index: int) -> Any:
-        if self._pid != os.getpid():  # forked: open our own
-            self._opened, self._pid = {}, os.getpid()
-        table = self._opened.get(index)
-        if table is None:
-            import datasets
-
-            opened = datasets.Dataset.from_file(self.files[index]).select_columns([self.column])
-            table = opened.cast_column(self.column, datasets.Image(decode=False))
-            self._opened[index] = table
-        return table
-
-
-def scan_huggingface(root: str, image_column: str, label_column: str | None) -> tuple[SourceFolder, str]:
+def scan_huggingface(root: str, image_column: str, label_column: str | None, *, image_root: str | None = None,
+                     splits: Sequence[str] = ()) -> tuple[SourceFolder, str]:
     """The entries of the dataset at ``root`` (every row, with its label from ``label_column``;
     ``None``: the caller takes labels from a label file, and every label is 0 here) and the
     scan rules that name them in a store's progress.
 
+    Args:
+        root: the dataset (see the module's docstring).
+        image_column, label_column: the columns.
+        image_root: the folder image paths are read in (:mod:`datakit.conversion.sources.hf_images`);
+            by default the dataset's own.
+        splits: the splits of a ``DatasetDict`` to convert, kept in its order; all when empty.
+
     Raises:
         SourceError: ``datasets`` is not installed, ``root`` holds no dataset,
             a column is missing or of the wrong kind (the message names the
-            file or split and the column, and lists the columns there).
+            file or split and the column, and lists the columns there), a
+            split is not in the dataset, or no row's image can be read.
     """
     _require_datasets(root)
     with _quiet_datasets():
-        tables = _tables(root, [image_column, label_column])
+        tables = _chosen(_tables(root, [image_column, label_column]), splits, root)
     for table in tables:
         _check_columns(table, image_column, label_column)
+    folder_of_images = image_root if image_root is not None else _folder(root)
+    check_path_images(root, [table.dataset for table in tables], image_column, folder_of_images)
     classes, labels, order = _labels(tables, label_column)
     entries, rejected = _entries(tables, labels, classes)
     if not entries and not rejected:
         raise SourceError(f"{root} holds no rows")
-    reader = ArrowBytes([path for table in tables for path in table.arrow_files], image_column, root)
+    reader = ArrowBytes([path for table in tables for path in table.arrow_files], image_column,
+                        folder_of_images)
     label = label_column if label_column is not None else "(label file)"
     digest = files_digest(_data_files(root), root)
-    rules = f"huggingface image={image_column} label={label} files sha256:{digest}"
+    chosen = f" splits={','.join(table.name for table in tables)}" if splits else ""
+    rules = f"huggingface image={image_column} label={label}{chosen} files sha256:{digest}"
+    rows = {table.name: len(table.dataset) for table in tables if table.split}
     return SourceFolder(root, classes, entries, class_order=order, kind="huggingface", reader=reader,
-                        rejected=rejected), rules
+                        rejected=rejected, splits=rows), rules
+
+
+def _chosen(tables: list[_Table], splits: Sequence[str], root: str) -> list[_Table]:
+    """The tables of the ``splits`` asked for, in the dataset's order (all when none are)."""
+    if not splits:
+        return tables
+    names = [table.name for table in tables if table.split]
+    if not names:
+        raise SourceError.advising(
+            "{split} chooses among the splits of a DatasetDict saved with save_to_disk; {root} holds "
+            ".parquet/.arrow files, not splits: give the files of one split as SRC (a file, or a folder of "
+            "them)", split=Spelling("split=", "--split"), root=root)
+    for name in splits:
+        if name not in names:
+            raise SourceError(f"{root} has no split {name!r} (its splits: {', '.join(names)})")
+    return [table for table in tables if table.name in splits]
 
 
 def _require_datasets(root: str) -> None:
@@ -193,8 +175,9 @@ def _tables(root: str, columns: list[str | None]) -> list[_Table]:
         except Exception as exc:  # datasets raises many types for a damaged folder
             raise SourceError(f"{root} cannot be read as a dataset saved with save_to_disk: {exc}") from None
         if isinstance(loaded, datasets.DatasetDict):
-            return [_table(str(split), os.path.join(root, str(split)), loaded[split]) for split in loaded]
-        return [_table(str(loaded.split or "data"), root, loaded)]
+            return [_table(str(split), os.path.join(root, str(split)), loaded[split], split=True)
+                    for split in loaded]
+        return [_table(str(loaded.split or "data"), root, loaded, split=loaded.split is not None)]
     files = _data_files(root)
     for path in files:
         if path.lower().endswith(".parquet"):
@@ -243,12 +226,12 @@ def _file_table(path: str) -> _Table:
     return _table(name, path, dataset)
 
 
-def _table(name: str, where: str, dataset: Any) -> _Table:
+def _table(name: str, where: str, dataset: Any, split: bool = False) -> _Table:
     files = [item["filename"] for item in dataset.cache_files]
     if not files:  # kept in memory: no file for a reader process to open
         raise SourceError(f"{where}: the dataset is held in memory, not in Arrow files; save it with "
                           "save_to_disk and convert that folder")
-    return _Table(name, where, dataset, files)
+    return _Table(name, where, dataset, files, split)
 
 
 def _check_columns(table: _Table, image_column: str, label_column: str | None) -> None:
@@ -296,14 +279,24 @@ def _label_texts(table: _Table, column: str) -> list[str | None]:
     """A label column's values as class names: integers and text; ``None`` where there is none."""
     values = table.dataset.data.column(column).to_pylist()
     texts: list[str | None] = []
-    for value in values:
-        if value is None or isinstance(value, str) or (type(value) is int):
-            texts.append(None if value is None else str(value).strip() or None)
-            continue
-        raise SourceError(f"{table.where}: the label column {column!r} holds {type(value).__name__} values "
-                          f"({table.dataset.features[column]}); a label is a class name or an integer "
-                          "(give other labels in a file with --labels)")
+    for row, value in enumerate(values):
+        if not (value is None or isinstance(value, str) or (type(value) is int)):
+            raise SourceError(f"{table.where}: the label column {column!r} holds {type(value).__name__} "
+                              f"values ({table.dataset.features[column]}); a label is a class name or an "
+                              "integer (give other labels in a file with --labels)")
+        text = None if value is None else str(value).strip() or None
+        problem = None if text is None else label_problem(text)
+        if problem is not None:
+            raise SourceError(f"{table.where}: the label column {column!r}, row "
+                              f"{_row_name(table.name, row, len(values))}: {problem}")
+        texts.append(text)
     return texts
+
+
+def _row_name(table: str, row: int, rows: int) -> str:
+    """A row's entry name, ``<split or file>/<row>``, the row zero-padded (:data:`ROW_DIGITS`)."""
+    digits = max(ROW_DIGITS, len(str(max(rows - 1, 0))))
+    return f"{table}/{row:0{digits}d}"
 
 
 def _entries(tables: list[_Table], labels: list[list[str | None]],
@@ -316,7 +309,6 @@ def _entries(tables: list[_Table], labels: list[list[str | None]],
     rejected: list[tuple[str, str]] = []
     file_index = 0
     for table, rows in zip(tables, labels, strict=True):
-        digits = max(ROW_DIGITS, len(str(max(len(rows) - 1, 0))))
         places: list[tuple[int, int]] = []
         for path in table.arrow_files:
             count = datasets.Dataset.from_file(path).num_rows
@@ -326,7 +318,7 @@ def _entries(tables: list[_Table], labels: list[list[str | None]],
             raise SourceError(f"{table.where}: its Arrow files hold {len(places)} rows, the dataset "
                               f"{len(rows)}; save it again with save_to_disk and convert that folder")
         for row, (name, place) in enumerate(zip(rows, places, strict=True)):
-            entry_name = f"{table.name}/{row:0{digits}d}"
+            entry_name = _row_name(table.name, row, len(rows))
             if name is None:
                 rejected.append((entry_name, "no label (None, or -1 in a ClassLabel column)"))
             else:

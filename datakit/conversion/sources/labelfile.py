@@ -13,9 +13,13 @@ conversion: the file's SHA-256 is recorded in the store's progress
 (:func:`label_scan_rules`), and a resume with another file is refused.
 
 A malformed file (no header, a line that is not JSON, a path that is absolute
-or climbs out of ``SRC`` with ``..``, a path named twice) is refused as a
-whole, with the file and line named: a half-understood label file would give
-silently wrong labels. Images under ``SRC`` that the file does not name are
+or climbs out of ``SRC`` with ``..``, a path named twice, a NUL or a lone
+surrogate in a path or a name, a path of over :data:`MAX_PATH` characters, a
+label out of bounds: :func:`~datakit.conversion.sources.class_names.label_problem`) is
+refused as a whole, with the file and line named: a half-understood label
+file would give silently wrong labels. JSON Lines break at ``\n`` (or
+``\r\n``) only: U+2028 and the other characters ``str.splitlines`` breaks at
+are characters of a name. Images under ``SRC`` that the file does not name are
 not converted; they are counted (:attr:`LabelledFolder.unlisted`).
 """
 
@@ -28,46 +32,32 @@ import io
 import json
 import os
 import posixpath
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from datakit.conversion.sources.class_names import (
+    class_order,
+    json_integer,
+    label_problem,
+    lone_surrogate,
+    shown,
+    sorted_classes,
+)
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.folder import normalise_extensions
 from datakit.errors import LabelFileError, SourceError
 
-__all__ = ["LabelRow", "LabelFile", "LabelledFolder", "read_label_file", "label_scan_rules",
+_SHOWN = 3
+"""Unmatched label-file paths named in the error of a file that matches nothing."""
+
+__all__ = ["MAX_PATH", "LabelRow", "LabelFile", "LabelledFolder", "read_label_file", "label_scan_rules",
            "labelled_folder", "labelled_entries", "sorted_classes", "class_order", "in_class_order"]
+
+MAX_PATH = 4096
+"""The most characters a path in a label file may have (Linux's ``PATH_MAX`` is 4096 bytes)."""
 
 _JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _CSV_SEPARATOR = ";"
-_INTEGER = re.compile(r"-?[0-9]+")
-
-
-def _integers(names: list[str]) -> bool:
-    return bool(names) and all(_INTEGER.fullmatch(name) for name in names)
-
-
-def sorted_classes(names: set[str] | list[str]) -> list[str]:
-    """Class names sorted as numbers when every one is an integer (``"007"`` after ``"7"``),
-    else as text.
-
-    Example::
-
-        >>> sorted_classes({"10", "2", "0", "9"})
-        ['0', '2', '9', '10']
-        >>> sorted_classes({"10", "2", "x"})
-        ['10', '2', 'x']
-    """
-    names = list(names)
-    if _integers(names):
-        return sorted(names, key=lambda name: (int(name), name))
-    return sorted(names)
-
-
-def class_order(classes: list[str]) -> str:
-    """``"numeric"`` when ``classes`` are integers sorted as numbers, else ``"text"``."""
-    return "numeric" if _integers(classes) and classes == sorted_classes(classes) else "text"
 
 
 @dataclass(frozen=True)
@@ -149,7 +139,8 @@ def read_label_file(path: str | os.PathLike[str]) -> LabelFile:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise LabelFileError(f"{location}: the label file is not UTF-8 text ({exc.reason} at byte "
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise LabelFileError(f"{location}:{line}: the label file is not UTF-8 text ({exc.reason} at byte "
                              f"{exc.start})") from None
     parse = _json_rows if location.lower().endswith(_JSON_SUFFIXES) else _csv_rows
     rows: list[LabelRow] = []
@@ -157,7 +148,7 @@ def read_label_file(path: str | os.PathLike[str]) -> LabelFile:
     for row in parse(text, location):
         path_ = _clean_path(row.path, location, row.line)
         if path_ in seen:
-            raise LabelFileError(f"{location}:{row.line}: {path_!r} is already listed on line "
+            raise LabelFileError(f"{location}:{row.line}: {shown(path_)} is already listed on line "
                                  f"{seen[path_]}; each image may be listed once")
         seen[path_] = row.line
         rows.append(LabelRow(path_, row.labels, row.line, row.listed))
@@ -167,13 +158,12 @@ def read_label_file(path: str | os.PathLike[str]) -> LabelFile:
 
 
 def _csv_rows(text: str, where: str) -> Iterator[LabelRow]:
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
-    if header is None or [name.strip() for name in header] != ["path", "label"]:
+    records = _csv_records(text, where)
+    header = next(records, (1, []))[1]
+    if [name.strip() for name in header] != ["path", "label"]:
         raise LabelFileError(f"{where}:1: a CSV label file starts with the header 'path,label', "
-                             f"not {','.join(header or [])!r}")
-    for fields in reader:
-        line = reader.line_num
+                             f"not {shown(','.join(header))}")
+    for line, fields in records:
         if not fields or all(not value.strip() for value in fields):
             continue  # a blank line
         if len(fields) != 2:
@@ -182,13 +172,29 @@ def _csv_rows(text: str, where: str) -> Iterator[LabelRow]:
         yield LabelRow(fields[0], _check_names(names, where, line), line)
 
 
+def _csv_records(text: str, where: str) -> Iterator[tuple[int, list[str]]]:
+    """Each CSV row with its (last) line; a CSV error (a field over the csv module's limit of
+    131072 characters) as a :class:`LabelFileError` naming the line."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise LabelFileError(f"{where}:{reader.line_num}: not valid CSV ({exc}); a path has at most "
+                                 f"{MAX_PATH} characters, a class name far fewer") from None
+        yield reader.line_num, fields
+
+
 def _json_rows(text: str, where: str) -> Iterator[LabelRow]:
-    for line, content in enumerate(text.splitlines(), 1):
+    for line, content in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 is no line break
+        content = content.removesuffix("\r")
         if not content.strip():
             continue
         try:
-            item = json.loads(content)
-        except (json.JSONDecodeError, RecursionError) as exc:
+            item = json.loads(content, parse_int=json_integer)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             raise LabelFileError(f"{where}:{line}: not valid JSON ({exc})") from None
         if not isinstance(item, dict) or "path" not in item or "label" not in item:
             raise LabelFileError(f"{where}:{line}: expected an object with \"path\" and \"label\"")
@@ -208,6 +214,10 @@ def _json_rows(text: str, where: str) -> Iterator[LabelRow]:
 def _check_names(names: tuple[str, ...], where: str, line: int) -> tuple[str, ...]:
     if not names or any(not name for name in names):
         raise LabelFileError(f"{where}:{line}: empty class name")
+    for name in names:
+        problem = label_problem(name)
+        if problem is not None:
+            raise LabelFileError(f"{where}:{line}: {problem}")
     if len(set(names)) != len(names):
         raise LabelFileError(f"{where}:{line}: a class is named twice in one label")
     return names
@@ -217,25 +227,42 @@ def _clean_path(path: str, where: str, line: int) -> str:
     cleaned = path.strip().replace("\\", "/")
     if not cleaned:
         raise LabelFileError(f"{where}:{line}: empty path")
+    if "\x00" in cleaned:
+        raise LabelFileError(f"{where}:{line}: the path {shown(path)} holds a NUL character, which no file "
+                             "name can hold")
+    surrogate = lone_surrogate(cleaned)
+    if surrogate:
+        raise LabelFileError(f"{where}:{line}: the path {shown(path)} holds {surrogate}, a lone surrogate, "
+                             "which is no character; write the file's name in UTF-8 text")
+    if len(cleaned) > MAX_PATH:
+        raise LabelFileError(f"{where}:{line}: the path {shown(path)} has {len(cleaned)} characters; a path "
+                             f"has at most {MAX_PATH} characters")
     if cleaned.startswith("/") or (len(cleaned) > 1 and cleaned[1] == ":"):
-        raise LabelFileError(f"{where}:{line}: {path!r} is absolute; paths are relative to the source folder")
+        raise LabelFileError(f"{where}:{line}: {shown(path)} is absolute; paths are relative to the source "
+                             "folder")
     if ".." in cleaned.split("/"):
-        raise LabelFileError(f"{where}:{line}: {path!r} climbs out of the source folder with '..'")
-    return posixpath.normpath(cleaned)
+        raise LabelFileError(f"{where}:{line}: {shown(path)} climbs out of the source folder with '..'")
+    normal = posixpath.normpath(cleaned)
+    if normal == ".":
+        raise LabelFileError(f"{where}:{line}: {shown(path)} names the source folder itself, not an image")
+    return normal
 
 
 def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...] = ()) -> LabelledFolder:
     """The source entries a label file names under ``root``, in the file's order.
 
     Images the file names need not exist: a missing one is skipped and
-    listed by the conversion, like a broken image. Images under ``root`` with
-    an image extension that the file does not name are counted as unlisted.
+    listed by the conversion, like a broken image. But a file none of whose
+    paths names a file under ``root`` is refused (the paths of another folder,
+    or with a prefix too many, ``photos/cat/1.jpg`` for ``cat/1.jpg``): it
+    would convert nothing. Images under ``root`` with an image extension that
+    the file does not name are counted as unlisted.
 
     In a multi-label file (:attr:`LabelFile.multi_label`) each entry's
     ``classes`` lists its classes.
 
     Raises:
-        SourceError: ``root`` is not a directory.
+        SourceError: ``root`` is not a directory, or the file names no file under it.
     """
     if not os.path.isdir(root):
         raise SourceError(f"{root} is not a directory")
@@ -248,7 +275,12 @@ def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...
         indices = tuple(sorted(positions[name] for name in row.labels))
         entries.append(SourceEntry(row.path, indices[0], indices if multi else ()))
     named = {row.path for row in label_file.rows}
-    unlisted = [path for path in _image_files(root, taken) if path not in named]
+    images = _image_files(root, taken)
+    found = set(images)
+    if not any(row.path in found or os.path.lexists(os.path.join(root, row.path)) for row in label_file.rows):
+        raise _matches_nothing(label_file, f"names a file under {root}", images,
+                               f"{root} holds no image file" if not images else "")
+    unlisted = [path for path in images if path not in named]
     return LabelledFolder(root, classes, entries, extensions=taken, class_order=class_order(classes),
                           label_file=label_file.path, unlisted=unlisted, multi_label=multi)
 
@@ -288,8 +320,14 @@ def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFol
 
     A name the source does not hold becomes an entry with no location, skipped
     and listed when read; entries the file does not name are counted as unlisted.
+
+    Raises:
+        SourceError: the file names no entry of ``source`` at all.
     """
     found = {entry.path: entry.location for entry in source.entries}
+    if not any(row.path in found for row in label_file.rows):
+        raise _matches_nothing(label_file, f"names an entry of {source.root}",
+                               [entry.path for entry in source.entries], "")
     classes = label_file.classes
     position = {name: label for label, name in enumerate(classes)}
     multi = label_file.multi_label
@@ -303,3 +341,14 @@ def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFol
                           class_order=class_order(classes), kind=source.kind, reader=source.reader,
                           rejected=source.rejected, label_file=label_file.path, unlisted=unlisted,
                           multi_label=multi)
+
+
+def _matches_nothing(label_file: LabelFile, what: str, names: list[str], instead: str) -> SourceError:
+    """The error for a label file none of whose paths ``what`` (names a file, an entry): its first
+    paths, and the first of ``names``, what they were compared against."""
+    rows = label_file.rows
+    listed = ", ".join(repr(row.path) for row in rows[:_SHOWN]) + (", ..." if len(rows) > _SHOWN else "")
+    against = instead or ("the names there are like " + ", ".join(repr(name) for name in names[:_SHOWN])
+                          + (", ..." if len(names) > _SHOWN else ""))
+    return SourceError(f"none of the {len(rows)} paths in {label_file.path} {what} ({listed}); {against}; "
+                       "the paths are relative to the source, /-separated")

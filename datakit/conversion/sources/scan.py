@@ -7,9 +7,12 @@ SRC is told apart by what it holds (:func:`detect_kind`), or by
   ``dataset_info.json``, ``state.json`` or ``dataset_dict.json``), or
   ``.parquet`` / ``.arrow`` files (:mod:`datakit.conversion.sources.huggingface`);
 - ``"webdataset"``: ``.tar`` shards (:mod:`datakit.conversion.sources.webdataset`);
+- ``"datakit"``: a datakit store, copied into another backend or re-packed
+  (an LMDB folder holding a datakit manifest, or a ``mongodb://`` URI with
+  ``source_collection`` and no ``index``: :mod:`datakit.conversion.sources.datakit_store`);
 - ``"recipe_lmdb"``, ``"image_lmdb"``: an LMDB the pickle recipe wrote, or one
-  whose values are encoded images; ``"recipe_mongo"``: a ``mongodb://`` URI, the
-  recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.layouts`);
+  whose values are encoded images; ``"recipe_mongo"``: a ``mongodb://`` URI with
+  ``index``, the recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.layouts`);
 - ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`).
 
 Every kind yields the same :class:`~datakit.conversion.sources.entries.SourceFolder` of
@@ -44,6 +47,9 @@ SOURCE_KINDS = ("folder", "huggingface", "webdataset", *STORE_KINDS)
 """The kinds of source a conversion reads."""
 
 _KIND = Spelling("source_kind=", "--source-kind")
+_COMPRESSED_SHARDS = {".tar.gz": "gunzip", ".tgz": "gunzip", ".tar.zst": "zstd -d", ".tar.zstd": "zstd -d",
+                      ".tar.xz": "xz -d", ".tar.bz2": "bunzip2"}
+"""Compressed tar shards, which datakit does not read, and the command that makes each a ``.tar``."""
 
 
 @dataclass(frozen=True)
@@ -57,22 +63,27 @@ class SourceChoice:
             WebDataset sample's ``.json`` label (``"label"``).
         store: the options of an existing store's import
             (:mod:`datakit.conversion.sources.foreign.layouts`).
+        image_root: the folder a Hugging Face dataset's image paths are read in
+            (:mod:`datakit.conversion.sources.hf_images`); the dataset's own by default.
+        splits: the splits of a Hugging Face ``DatasetDict`` to convert; all when empty.
     """
 
     kind: str | None = None
     image_column: str | None = None
     label_column: str | None = None
     store: StoreChoice = StoreChoice()
+    image_root: str | None = None
+    splits: tuple[str, ...] = ()
 
 
-def detect_kind(root: str) -> str:
-    """The kind of source at ``root`` (see the module's docstring).
+def detect_kind(root: str, store: StoreChoice | None = None) -> str:
+    """The kind of source at ``root`` (see the module's docstring), given the store options ``store``.
 
     Raises:
         SourceError: ``root`` holds several kinds (say which with ``source_kind``),
-            or is a file of none, or an LMDB of no layout datakit imports.
+            or is a file of none, or compressed tar shards, or an LMDB of no layout datakit imports.
     """
-    stored = store_kind(root)
+    stored = store_kind(root, store or StoreChoice())
     if stored is not None:
         return stored
     if os.path.isfile(root):
@@ -81,9 +92,11 @@ def detect_kind(root: str) -> str:
             return "webdataset"
         if lower.endswith(TABLE_SUFFIXES):
             return "huggingface"
+        if lower.endswith(tuple(_COMPRESSED_SHARDS)):
+            raise _compressed_shards(root, [os.path.basename(root)])
         raise SourceError(f"{root} is a file, not an image folder; datakit converts a folder, .tar shards "
-                          "(WebDataset), .parquet/.arrow files (Hugging Face) or an LMDB file (the pickle "
-                          "recipe's, or one of encoded images)")
+                          "(WebDataset), .parquet/.arrow files (Hugging Face), a datakit store (its folder) "
+                          "or an LMDB file (the pickle recipe's, or one of encoded images)")
     try:
         names = os.listdir(root)
     except OSError as exc:
@@ -95,6 +108,9 @@ def detect_kind(root: str) -> str:
              "webdataset": [name for name in files if name.endswith(SHARD_SUFFIX)]}
     kinds = [kind for kind, matched in found.items() if matched]
     folders = any(os.path.isdir(os.path.join(root, name)) for name in names)
+    compressed = sorted(name for name in names if name.lower().endswith(tuple(_COMPRESSED_SHARDS)))
+    if compressed and not kinds and not folders:  # with class folders beside, a stray archive is ignored
+        raise _compressed_shards(root, compressed)
     if len(kinds) > 1 or (kinds and folders):
         held = ", ".join([*(f"{kind} files ({found[kind][0]}, ...)" for kind in kinds),
                           *(["sub-folders"] if folders else [])])
@@ -102,6 +118,22 @@ def detect_kind(root: str) -> str:
             "{root} holds {held}; say which to convert with {kind} (one of {kinds})", root=root, held=held,
             kind=_KIND, kinds=", ".join(SOURCE_KINDS))
     return kinds[0] if kinds else "folder"
+
+
+def _compressed_shards(root: str, names: list[str]) -> SourceError:
+    """The error for compressed tar shards (the file ``root``, or ``names`` in the folder ``root``):
+    what they are and the command that decompresses them. WebDataset writes uncompressed shards,
+    whose images datakit reads in place, by offset; a compressed one has no such offsets."""
+    suffix = next(suffix for suffix in _COMPRESSED_SHARDS if names[0].lower().endswith(suffix))
+    if os.path.isfile(root):
+        what = f"{root} is a compressed tar shard"
+    else:
+        shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+        what = f"{root} holds compressed tar shards ({shown})"
+    unpacked = names[0][:-len(suffix)] + ".tar"
+    return SourceError(f"{what}: datakit reads uncompressed .tar shards (as webdataset writes them); "
+                       f"decompress them first (`{_COMPRESSED_SHARDS[suffix]} {names[0]}` leaves {unpacked}) "
+                       "and convert the .tar shards")
 
 
 def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Sequence[str],
@@ -116,11 +148,11 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     """
     if choice.kind is not None and choice.kind not in SOURCE_KINDS:
         raise ValueError(f"source_kind must be one of {', '.join(SOURCE_KINDS)}, not {choice.kind!r}")
-    kind = choice.kind or detect_kind(root)
+    kind = choice.kind or detect_kind(root, choice.store)
     label_file = read_label_file(labels) if labels is not None else None
     if kind in STORE_KINDS:
         given: dict[str, object] = {"extensions": extensions, "image_column": choice.image_column,
-                 "label_column": choice.label_column}
+                 "label_column": choice.label_column, "image_root": choice.image_root, "split": choice.splits}
         return scan_store(root, kind, choice.store, label_file, given)
     _check_choice(root, kind, choice, labels, extensions)
     if kind == "folder":
@@ -130,7 +162,8 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
         return folder, scan_rules(folder.extensions)
     column = None if label_file is not None else (choice.label_column or "label")
     if kind == "huggingface":
-        folder, rules = scan_huggingface(root, choice.image_column or "image", column)
+        folder, rules = scan_huggingface(root, choice.image_column or "image", column,
+                                         image_root=choice.image_root, splits=choice.splits)
     else:
         folder, rules = scan_webdataset(root, column)
     if label_file is None:
@@ -143,8 +176,9 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
     """Refuse options that do not apply to the source's kind, naming them."""
     for name, value in vars(choice.store).items():
         if value is not None:
-            raise SourceError(f"{name} applies to existing stores (the pickle recipe's, image LMDBs), not to "
-                              f"{root} ({kind})")
+            raise SourceError(f"{name} applies to existing stores (datakit's, the pickle recipe's, image "
+                              f"LMDBs), not to {root} ({kind})")
+    _check_hf_only(root, kind, choice)
     given = {"image_column": choice.image_column, "label_column": choice.label_column}
     if kind == "folder":
         for name, value in given.items():
@@ -166,3 +200,16 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
             "{column} and {labels} both give the labels; choose one",
             column=option("label_column", choice.label_column),
             labels=Spelling("labels=FILE", "--labels FILE"))
+
+
+def _check_hf_only(root: str, kind: str, choice: SourceChoice) -> None:
+    """Refuse ``image_root`` and ``split`` for a source that is no Hugging Face dataset; check
+    that an image root is a folder."""
+    given = {"image_root": Spelling("image_root=", "--image-root"), "split": Spelling("split=", "--split")}
+    for name, value in (("image_root", choice.image_root), ("split", choice.splits)):
+        if value and kind != "huggingface":
+            raise SourceError.advising("{option} applies to Hugging Face datasets, not to {root} ({kind})",
+                                       option=given[name], root=root, kind=kind)
+    if choice.image_root is not None and not os.path.isdir(choice.image_root):
+        raise SourceError.advising("{option} is not a folder; name the folder the dataset's image paths are "
+                                   "relative to", option=option("image_root", choice.image_root))

@@ -9,7 +9,9 @@ its file name (``train/0001.jpg`` and ``train/0001.cls`` are the sample
 label is its ``.cls`` member (an integer or a class name, as text) or else
 the ``label`` of its ``.json`` member (``--label-key`` names another key).
 The classes are the labels, sorted as a label file's are
-(:func:`~datakit.conversion.sources.labelfile.sorted_classes`: integers as numbers).
+(:func:`~datakit.conversion.sources.class_names.sorted_classes`: integers as numbers),
+and bounded as theirs are (:func:`~datakit.conversion.sources.class_names.label_problem`:
+a class name of at most 1024 characters, an integer within int64).
 
 Each sample is an entry named ``<shard>/<key>.<extension>`` (the shard's
 name without ``.tar``), the name ``--resume`` and ``--append`` match it by;
@@ -17,11 +19,15 @@ its bytes are found by (shard, offset, size) and read in the reader
 processes, so no image passes through the converting process. Labels are
 read while scanning (they are a few bytes each).
 
-A sample with an image and no label is refused before anything is written,
-naming the shard and the key (give labels with ``--labels`` instead); a
-broken image is skipped and listed like a broken file; a shard that is not a
-tar, or ends early, is listed as skipped from where it stops. Samples
-without an image are ignored and listed. The store's progress records the
+A sample with an image and no label, or a label out of bounds, is refused
+before anything is written, naming the shard and the key (give labels with
+``--labels`` instead); a broken image is skipped and listed like a broken
+file; a shard that is not a tar is listed as skipped. A shard that ends early
+(cut inside a member, its header or its data, or without the end-of-archive
+blocks after its last member) is listed with the samples it kept: those
+before the sample it stops in, or stops just after (which may lack members,
+its label among them), which is listed as truncated. Samples without an
+image are ignored and listed. The store's progress records the
 shards' names, sizes and times (:func:`~datakit.conversion.sources.files.files_digest`).
 """
 
@@ -34,9 +40,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from datakit.conversion.images.checks import BadImage
+from datakit.conversion.sources.class_names import (
+    MAX_CLASS_NAME,
+    LongInteger,
+    class_order,
+    json_integer,
+    label_problem,
+    sorted_classes,
+)
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.files import files_digest
-from datakit.conversion.sources.labelfile import class_order, sorted_classes
 from datakit.errors import SourceError
 from datakit.format.records import HEADER_SIZE
 
@@ -45,6 +58,9 @@ __all__ = ["SHARD_SUFFIX", "IMAGE_EXTENSIONS", "TarBytes", "shard_files", "scan_
 SHARD_SUFFIX = ".tar"
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 """A sample's image member extensions, in the order one is chosen when it has several."""
+
+_CLS_BYTES = 4 * MAX_CLASS_NAME + 1024
+"""The most bytes of a ``.cls`` member read: a class name of UTF-8 text, and room for blanks."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +104,7 @@ class _Sample:
     members: dict[str, tarfile.TarInfo] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     cut: bool = False
-    """The shard ends inside one of its members."""
+    """The shard ends inside one of its members, or just after it (it may lack members)."""
 
 
 @dataclass
@@ -157,7 +173,8 @@ def _add_shard(found: _Found, index: int, shard: str, label_key: str | None) -> 
                                          "would write it outside its folder"))
             continue
         if sample.cut:
-            found.rejected.append((name, "truncated: the shard ends inside this sample"))
+            found.rejected.append((name, "truncated: the shard ends in this sample, or just after it, so it "
+                                         "may lack members"))
             continue
         member = sample.members[image]
         found.names.append(name)
@@ -180,48 +197,92 @@ def _read_members(shard: str) -> tuple[dict[str, _Sample], str]:
         size = os.path.getsize(shard)
         with tarfile.open(shard, mode="r:") as tar:  # uncompressed: members are read by offset
             for member in tar:
-                if not member.isreg():
-                    continue
-                folder, _, base = member.name.rpartition("/")
-                stem, dot, extension = base.partition(".")
-                if not dot or not stem:
-                    continue  # no extension: no field of any sample
-                key = f"{folder}/{stem}" if folder else stem
-                extension = extension.lower()
+                key, extension = _field(member)
+                if not key:
+                    continue  # not a regular file, or no extension: no field of any sample
                 sample = samples.setdefault(key, _Sample())
-                if extension in sample.members:
-                    continue  # a second member of that name: the first one counts
-                sample.members[extension] = member
+                first = sample.members.setdefault(extension, member) is member  # else the first counts
                 if member.offset_data + member.size > size:
-                    sample.cut = True
-                    break  # nothing after it is in the file
-                if extension in ("cls", "json"):
-                    extracted = tar.extractfile(member)
-                    sample.texts[extension] = extracted.read().decode("utf-8", "replace") if extracted else ""
+                    return _cut_short(samples, f"inside {member.name}")
+                if first and extension in ("cls", "json"):
+                    sample.texts[extension] = _text(tar, member, _CLS_BYTES if extension == "cls" else -1)
+            if not _ends_whole(shard, tar.offset):
+                return _cut_short(samples, f"at byte {tar.offset}: neither a whole member header nor the "
+                                           "end-of-archive blocks")
     except (tarfile.TarError, OSError, EOFError) as exc:
         if not samples:
             return samples, f"not an uncompressed tar file ({exc})"
-        return samples, f"ends early ({exc}): nothing after its first {len(samples)} sample(s) was converted"
+        return _cut_short(samples, str(exc))
     return samples, ""
 
 
+def _field(member: tarfile.TarInfo) -> tuple[str, str]:
+    """The sample key and the lower-case extension of a member; ``("", "")`` for no field."""
+    if not member.isreg():
+        return "", ""
+    folder, _, base = member.name.rpartition("/")
+    stem, dot, extension = base.partition(".")
+    if not dot or not stem:
+        return "", ""
+    return (f"{folder}/{stem}" if folder else stem), extension.lower()
+
+
+def _text(tar: tarfile.TarFile, member: tarfile.TarInfo, most: int) -> str:
+    """A label member's text (its first ``most`` bytes at most; ``-1``: all of it)."""
+    extracted = tar.extractfile(member)
+    return extracted.read(most).decode("utf-8", "replace") if extracted else ""
+
+
+def _ends_whole(shard: str, offset: int) -> bool:
+    """Whether the end-of-archive blocks (zeros) are at ``offset``, where ``tarfile`` stopped: it
+    stops without an error at a cut or damaged header too."""
+    with open(shard, "rb") as stream:
+        stream.seek(offset)
+        return stream.read(tarfile.BLOCKSIZE) == bytes(tarfile.BLOCKSIZE)
+
+
+def _cut_short(samples: dict[str, _Sample], why: str) -> tuple[dict[str, _Sample], str]:
+    """``samples`` with the last one marked cut, and why the shard ended early, saying what was kept."""
+    if not samples:
+        return samples, f"ends early ({why}) before its first sample"
+    last = next(reversed(samples))
+    samples[last].cut = True
+    return samples, (f"ends early ({why}): its first {len(samples) - 1} sample(s) were read whole; nothing "
+                     f"from the sample {last!r} on was converted")
+
+
 def _label(shard: str, key: str, sample: _Sample, label_key: str) -> str:
-    """A sample's class name: its ``.cls`` text, or its ``.json`` object's ``label_key``."""
+    """A sample's class name: its ``.cls`` text, or its ``.json`` object's ``label_key``, in bounds."""
     if "cls" in sample.members:
+        member = f"{key}.cls"
+        if sample.members["cls"].size > _CLS_BYTES:
+            raise SourceError(f"{shard}: {member} holds {sample.members['cls'].size} bytes; it holds the "
+                              f"sample's class, a name of at most {MAX_CLASS_NAME} characters or an integer")
         text = sample.texts["cls"].strip()
-        if text:
-            return text
-        raise SourceError(f"{shard}: {key}.cls is empty; it holds the sample's class (an integer or a name)")
-    if "json" not in sample.members:
+        if not text:
+            raise SourceError(f"{shard}: {member} is empty; it holds the sample's class (an integer or a "
+                              "name)")
+    elif "json" in sample.members:
+        member = f"{key}.json"
+        text = _json_label(shard, member, sample.texts["json"], label_key)
+    else:
         raise SourceError(f"{shard}: the sample {key!r} has no label: no {key}.cls and no {key}.json; add "
                           "them, or give the labels in a file with --labels naming each sample as "
                           "<shard>/<key>.<extension>")
+    problem = label_problem(text)
+    if problem is not None:
+        raise SourceError(f"{shard}: {member}: {problem}")
+    return text
+
+
+def _json_label(shard: str, member: str, text: str, label_key: str) -> str:
+    """The text of the ``label_key`` of a ``.json`` member (an integer or a class name)."""
     try:
-        value = json.loads(sample.texts["json"])
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise SourceError(f"{shard}: {key}.json is not valid JSON ({exc})") from None
+        value = json.loads(text, parse_int=json_integer)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise SourceError(f"{shard}: {member} is not valid JSON ({exc})") from None
     label = value.get(label_key) if isinstance(value, dict) else None
-    if isinstance(label, bool) or not isinstance(label, (int, str)) or not str(label).strip():
-        raise SourceError(f"{shard}: {key}.json has no {label_key!r} that is an integer or a class name; "
+    if isinstance(label, bool) or not isinstance(label, (int, str, LongInteger)) or not str(label).strip():
+        raise SourceError(f"{shard}: {member} has no {label_key!r} that is an integer or a class name; "
                           "name the key holding the label with --label-key, or give the labels with --labels")
     return str(label).strip()

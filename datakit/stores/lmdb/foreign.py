@@ -27,15 +27,19 @@ import lmdb
 import numpy as np
 
 from datakit.format.unpickle import RefusedPickle, safe_loads
+from datakit.stores.lmdb.damage import reporting_damage
 
 __all__ = ["RECIPE", "IMAGES", "UNKNOWN", "SAMPLE_KEYS", "ForeignLMDB", "open_foreign", "classify_lmdb",
-           "image_format", "recipe_keys", "data_file", "foreign_lmdb_message"]
+           "image_format", "recipe_keys", "key_problem", "data_file", "foreign_lmdb_message", "MAX_KEY_BYTES"]
 
 RECIPE = "recipe_lmdb"
 IMAGES = "image_lmdb"
 UNKNOWN = "unknown"
 SAMPLE_KEYS = 5
 """Keys shown by ``datakit inspect``."""
+MAX_KEY_BYTES = 511
+"""The longest key LMDB holds (its default build): ``__keys__`` may list any bytes, but a key that is
+empty or longer than this is no key of the environment (``txn.get`` raises ``BadValsizeError``)."""
 
 _DATAKIT_KEYS = (b"__manifest__", b"__progress__")
 _RECIPE_KEYS = (b"__keys__", b"__len__")
@@ -97,7 +101,11 @@ def open_foreign(path: str) -> lmdb.Environment:
 
 
 def classify_lmdb(path: str) -> ForeignLMDB | None:
-    """What the LMDB at ``path`` is, or ``None`` when it is no LMDB, an empty one, or a datakit store."""
+    """What the LMDB at ``path`` is, or ``None`` when it is no LMDB, an empty one, or a datakit store.
+
+    Raises:
+        CorruptStoreError: LMDB fails reading it (damaged pages).
+    """
     path = os.path.abspath(path)
     if not os.path.isfile(data_file(path)):
         return None
@@ -106,7 +114,7 @@ def classify_lmdb(path: str) -> ForeignLMDB | None:
     except lmdb.Error:
         return None
     try:
-        with env.begin(buffers=True) as txn:
+        with reporting_damage(path, "its entries"), env.begin(buffers=True) as txn:
             if any(txn.get(key) is not None for key in _DATAKIT_KEYS):
                 return None
             if txn.get(b"__keys__") is not None:
@@ -130,6 +138,15 @@ def recipe_keys(txn: lmdb.Transaction) -> tuple[list[bytes], object]:
     return [key.encode("utf-8") if isinstance(key, str) else bytes(key) for key in keys], length
 
 
+def key_problem(key: bytes) -> str:
+    """Why ``key`` from ``__keys__`` cannot be an LMDB key (empty, or too long), or ``""``."""
+    if not key:
+        return "an empty key in __keys__: LMDB holds no value under it"
+    if len(key) > MAX_KEY_BYTES:
+        return f"a key of {len(key)} bytes in __keys__: LMDB's keys are {MAX_KEY_BYTES} bytes at most"
+    return ""
+
+
 def _classify_recipe(path: str, txn: lmdb.Transaction) -> ForeignLMDB:
     try:
         keys, _ = recipe_keys(txn)
@@ -137,15 +154,18 @@ def _classify_recipe(path: str, txn: lmdb.Transaction) -> ForeignLMDB:
         return ForeignLMDB(path, UNKNOWN, 0, [], f"a __keys__ entry datakit cannot read ({exc})")
     sample = [key.decode("utf-8", "replace") for key in keys[:SAMPLE_KEYS]]
     detail = "(image bytes, label) tuples"
-    first = txn.get(keys[0]) if keys else None
+    first = txn.get(keys[0]) if keys and not key_problem(keys[0]) else None
     if first is not None:
         try:
             value = safe_loads(first)
         except RefusedPickle as exc:
             refused = f"{detail}; its first value is refused: {exc}"
             return ForeignLMDB(path, RECIPE, len(keys), sample, refused)
-        image = value[0] if isinstance(value, (tuple, list)) and value else value
-        detail = "(pixel array, label) tuples" if isinstance(image, np.ndarray) else detail
+        pair = isinstance(value, (tuple, list)) and len(value) == 2
+        if isinstance(value, np.ndarray):
+            detail = "pixel arrays without labels"
+        elif pair and isinstance(value[0], np.ndarray):
+            detail = "(pixel array, label) tuples"
     return ForeignLMDB(path, RECIPE, len(keys), sample, detail)
 
 

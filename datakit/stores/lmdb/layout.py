@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
 
 import lmdb
 
 from datakit.errors import StoreError, option
-from datakit.format.manifest import KEY_DIGITS, Stats, record_key
+from datakit.format.records import KEY_DIGITS, record_key
+from datakit.format.stats import Stats
 from datakit.stores.conversion_state import ConversionSettings
 
 __all__ = [
@@ -43,8 +43,8 @@ __all__ = [
     "progress_json",
     "load_progress",
     "is_foreign",
-    "record_range",
     "source_entries",
+    "keys_from",
 ]
 
 MANIFEST = b"__manifest__"
@@ -107,32 +107,38 @@ def is_foreign(txn: lmdb.Transaction) -> bool:
     return txn.get(MANIFEST) is None and txn.get(PROGRESS) is None and bool(txn.cursor().first())
 
 
-def record_range(txn: lmdb.Transaction) -> Iterator[tuple[bytes, bytes]]:
-    """Every (key, value) of the record range, in key order."""
-    cursor = txn.cursor()
-    if not cursor.first():
-        return
-    for key, value in cursor:
-        key = bytes(key)
-        if len(key) != KEY_DIGITS or not key.isdigit():
-            return
-        yield key, bytes(value)
-
-
 def source_entries(txn: lmdb.Transaction, start: int, stop: int, path: str) -> list[tuple[int, str]]:
-    """The label and source path of records ``start .. stop - 1``, in one range read.
+    """The label and source path of records ``start .. stop - 1``, in one transaction.
 
     The list ends early at the first record whose entry is missing: its
-    length says how far the entries go on without a gap.
+    length says how far the entries go on without a gap. Each entry is looked
+    up by its key rather than walked to with a cursor: LMDB checks the pages a
+    lookup descends through, while a cursor that steps onto a damaged page can
+    abort the process on one of LMDB's assertions.
     """
     entries: list[tuple[int, str]] = []
-    cursor = txn.cursor()
-    if start >= stop or not cursor.set_range(source_key(start)):
-        return entries
-    for key, value in cursor:
-        if bytes(key) != source_key(start + len(entries)):
-            break  # a gap, or past the source entries
-        entries.append(decode_source(bytes(value), bytes(key), path))
-        if len(entries) == stop - start:
+    for index in range(start, stop):
+        key = source_key(index)
+        value = txn.get(key)
+        if value is None:
             break
+        entries.append(decode_source(bytes(value), key, path))
     return entries
+
+
+def keys_from(txn: lmdb.Transaction, start: int) -> list[bytes]:
+    """The keys of records ``start`` and up, and of their source entries: what an append
+    committed after a manifest of ``start`` records (to discard it)."""
+    keys: list[bytes] = []
+    cursor = txn.cursor()
+    if cursor.set_range(record_key(start).encode("ascii")):
+        for key in cursor.iternext(keys=True, values=False):
+            if len(key) != KEY_DIGITS or not bytes(key).isdigit():
+                break
+            keys.append(bytes(key))
+    if cursor.set_range(source_key(start)):
+        for key in cursor.iternext(keys=True, values=False):
+            if not bytes(key).startswith(_SOURCE_PREFIX):
+                break
+            keys.append(bytes(key))
+    return keys

@@ -1,8 +1,13 @@
 """Reading a complete LMDB store, one reader per process.
 
-A batch is one read transaction; records are streamed in key order with a
-cursor. The environment is this process's shared read-only one
-(:mod:`datakit.stores.lmdb.environments`).
+A batch is one read transaction; records are streamed in key order, each
+looked up by its key (a damaged B-tree page then fails the lookup with an
+error; a cursor stepping onto one can abort the process inside LMDB). The
+environment is this process's shared read-only one for the store's file
+(:mod:`datakit.stores.lmdb.environments`): a reader keeps the file it opened,
+even once the store is replaced at its path. Every LMDB error of a read is a
+:class:`~datakit.errors.CorruptStoreError` naming the store and the key
+(:mod:`datakit.stores.lmdb.damage`).
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from collections.abc import Iterator, Sequence
 import lmdb
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from datakit.stores.contract import StoreReader
 from datakit.stores.conversion_state import progress_source
+from datakit.stores.lmdb.damage import damaged, reporting_damage
 from datakit.stores.lmdb.environments import environments
 from datakit.stores.lmdb.layout import (
     FOREIGN,
@@ -26,7 +32,6 @@ from datakit.stores.lmdb.layout import (
     decode_source,
     is_foreign,
     load_progress,
-    record_range,
     source_entries,
     source_key,
 )
@@ -66,7 +71,7 @@ class LMDBReader(StoreReader):
 
     def _manifest_json(self) -> bytes:
         path = self.spec.path
-        with self._begin() as txn:
+        with reporting_damage(path, "the manifest"), self._begin() as txn:
             raw, progress, foreign = txn.get(MANIFEST), txn.get(PROGRESS), is_foreign(txn)
         if foreign:
             self.close()  # one environment per path and process: let the layout be read
@@ -86,43 +91,60 @@ class LMDBReader(StoreReader):
             return self._env.begin()
 
     def _label_table(self) -> bytes | None:
-        with self._begin() as txn:
+        with reporting_damage(self.spec.path, "the label table"), self._begin() as txn:
             raw = txn.get(LABELS)
         return None if raw is None else bytes(raw)
 
-    def _grown(self) -> bool:
+    def _append_progress(self) -> object:
         with self._begin() as txn:
+            raw = txn.get(PROGRESS)
+        return load_progress(None if raw is None else bytes(raw))
+
+    def _grown(self) -> bool:
+        with reporting_damage(self.spec.path, "the record count"), self._begin() as txn:
             now = txn.get(LEN)
         return now is not None and now.isdigit() and int(now) > self._manifest.length
 
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
         records = []
-        with self._begin() as txn:
-            for index in indices:
-                key = record_key(index)
-                value = txn.get(key.encode("ascii"))
-                if value is None:
-                    raise CorruptRecordError(key, f"missing from {self.spec.path}")
-                records.append(value)
+        key = ""
+        try:
+            with self._begin() as txn:
+                for index in indices:
+                    key = record_key(index)
+                    value = txn.get(key.encode("ascii"))
+                    if value is None:
+                        raise CorruptRecordError(key, f"missing from {self.spec.path}")
+                    records.append(value)
+        except lmdb.Error as exc:
+            raise damaged(self.spec.path, exc, f"record {key!r}") from None
         return records
 
     def iter_records(self) -> Iterator[tuple[int, bytes]]:
-        with self._begin() as txn:
-            for key, value in record_range(txn):
-                if int(key) >= self._manifest.length:
-                    return  # appended after this reader's manifest (or being appended now)
-                yield int(key), value
+        """Records past this reader's manifest (appended since, or being appended) are not read;
+        a missing one is skipped, for the caller to find."""
+        key = ""
+        try:
+            with self._begin() as txn:
+                for index in range(self._manifest.length):
+                    key = record_key(index)
+                    value = txn.get(key.encode("ascii"))
+                    if value is not None:
+                        yield index, value
+        except lmdb.Error as exc:
+            raise damaged(self.spec.path, exc, f"record {key!r}") from None
 
     def source_paths(self, indices: Sequence[int]) -> list[str]:
-        with self._begin() as txn:
-            keys = [source_key(index) for index in indices]
+        keys = [source_key(index) for index in indices]
+        with reporting_damage(self.spec.path, "the source paths"), self._begin() as txn:
             values = [txn.get(key) for key in keys]
         return [decode_source(value, key, self.spec.path)[1] if value else "?"
                 for key, value in zip(keys, values, strict=True)]
 
     def source_path_range(self, start: int, stop: int) -> list[str]:
         check_range(start, stop, self._manifest.length)
-        with self._begin() as txn:
+        what = f"the source paths of records {record_key(start)}..{record_key(max(start, stop - 1))}"
+        with reporting_damage(self.spec.path, what), self._begin() as txn:
             entries = source_entries(txn, start, stop, self.spec.path)
         if len(entries) != stop - start:
             raise StoreError(missing_source_message(self.spec.path, record_key(start + len(entries))))
@@ -131,4 +153,4 @@ class LMDBReader(StoreReader):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            environments.release(self.spec.path)
+            environments.release(self._env)

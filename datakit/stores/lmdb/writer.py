@@ -19,10 +19,13 @@ import lmdb
 import numpy as np
 
 from datakit.errors import StoreBusyError, StoreError, option
-from datakit.format.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest
+from datakit.format.records import record_key
+from datakit.format.stats import Stats
 from datakit.stores.contract import StoreWriter
 from datakit.stores.conversion_state import ConversionSettings, PendingRecord, StoredMeta, WriterIdentity
 from datakit.stores.labeltable import label_table_bytes
+from datakit.stores.lmdb.damage import reporting_damage
 from datakit.stores.lmdb.environments import environments
 from datakit.stores.lmdb.layout import (
     DATA_FILES,
@@ -34,6 +37,7 @@ from datakit.stores.lmdb.layout import (
     PROGRESS,
     encode_source,
     is_foreign,
+    keys_from,
     load_progress,
     progress_json,
     source_entries,
@@ -101,10 +105,10 @@ class LMDBWriter(StoreWriter):
         except StoreError:
             return False
         try:
-            with env.begin() as txn:
+            with reporting_damage(self.spec.path, "whether it is a datakit store"), env.begin() as txn:
                 return question(txn)
         finally:
-            environments.release(self.spec.path)
+            environments.release(env)
 
     def _remove_store(self) -> None:
         for name in DATA_FILES:
@@ -125,22 +129,22 @@ class LMDBWriter(StoreWriter):
     def _read_meta(self) -> StoredMeta:
         if not self.spec.is_lmdb_store():
             return StoredMeta(None, None, "it has no data.mdb")
-        with self._open().begin() as txn:
+        with reporting_damage(self.spec.path, "the manifest and progress"), self._open().begin() as txn:
             manifest, progress, foreign = txn.get(MANIFEST), txn.get(PROGRESS), is_foreign(txn)
         return StoredMeta(None if manifest is None else bytes(manifest), load_progress(progress),
                           FOREIGN if foreign else "")
 
-    def _read_records(self, count: int, classes: int, against: str) -> tuple[list[str], list[int]]:
+    def _read_records(self, count: int, labels: range, against: str) -> tuple[list[str], list[int]]:
         # Records 0 .. count - 1 never change once committed: this read agrees with the
         # progress read before it even while another process commits more.
-        with self._require_env().begin() as txn:
+        with reporting_damage(self.spec.path, "the source entries"), self._require_env().begin() as txn:
             entries = source_entries(txn, 0, count, self.spec.path)
-        if len(entries) != count or not all(0 <= label < classes for label, _ in entries):
+        if len(entries) != count or not all(label in labels for label, _ in entries):
             raise records_disagree(self.spec.path, against)
         return [source for _, source in entries], [label for label, _ in entries]
 
     def _read_label_table(self) -> bytes | None:
-        with self._require_env().begin() as txn:
+        with reporting_damage(self.spec.path, "the label table"), self._require_env().begin() as txn:
             table = txn.get(LABELS)
         return None if table is None else bytes(table)
 
@@ -157,6 +161,15 @@ class LMDBWriter(StoreWriter):
 
         self._reserve(sum(len(record.data) for record in records))
         self._write(put_all)
+
+    def _discard_after(self, length: int) -> None:
+        def delete_appended(txn: lmdb.Transaction) -> None:
+            for key in keys_from(txn, length):
+                txn.delete(key)
+            txn.delete(PROGRESS)
+
+        self._write(delete_appended)  # one transaction: the append is there, or gone
+        self._require_env().sync(True)
 
     def finish(self, manifest: Manifest, labels: np.ndarray) -> None:
         def put_manifest(txn: lmdb.Transaction) -> None:

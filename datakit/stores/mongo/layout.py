@@ -11,7 +11,8 @@ A store named by ``(database, collection)`` is::
         progress:<collection>      settings, running stats, committed count N;
                                    present while the conversion is incomplete
         labels:<part>:<collection> int32 little-endian labels, LABELS_PER_PART each
-        manifest:<collection>      Manifest.to_json() text; written last
+        manifest:<collection>      Manifest.to_json() text, and its store_id beside it (what
+                                   readers check after each query); written last
         writer:<collection>        the running conversion's lease: owner token, pid, host,
                                    acquired and expires (the server's clock, in ms)
     __datakit_fs__.files/.chunks   GridFS bucket for oversized records, each file
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from datakit.stores.conversion_state import PendingRecord
 from datakit.stores.labeltable import label_table_bytes
 

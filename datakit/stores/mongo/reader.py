@@ -4,6 +4,14 @@ A batch is one ``find({"_id": {"$in": [...]}})``; ``$in`` returns documents in
 no particular order, so the requested order (duplicates included) is restored
 here. Records are streamed in windows of consecutive ``_id`` ranges, which
 use the ``_id`` index, need no server-side sort, and bound memory.
+
+A store replaced at its collection (``datakit convert --overwrite``) holds new
+documents under a new manifest. After each query the reader looks up its
+manifest document's store id (one small read by ``_id``): when the manifest is
+gone or has another id, what the query returned may be the new store's, and
+the reader raises :class:`~datakit.errors.StoreReplacedError` instead of
+returning it under its old manifest. (The writer deletes the old manifest
+before anything else, and writes the new one last.)
 """
 
 from __future__ import annotations
@@ -12,8 +20,14 @@ import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
-from datakit.format.manifest import record_key
+from datakit.errors import (
+    CorruptRecordError,
+    IncompleteStoreError,
+    StoreError,
+    StoreNotFoundError,
+    StoreReplacedError,
+)
+from datakit.format.records import record_key
 from datakit.stores.contract import StoreReader
 from datakit.stores.conversion_state import progress_source
 from datakit.stores.mongo.connection import MongoConnection
@@ -29,7 +43,7 @@ from datakit.stores.mongo.lease import current_holder
 from datakit.stores.mongo.location import MongoLocation
 from datakit.stores.mongo.oversized import OversizedRecords
 from datakit.stores.mongo.sidecar import Sidecar
-from datakit.stores.refusals import check_range, incomplete_message, missing_source_message
+from datakit.stores.refusals import check_range, incomplete_message, missing_source_message, replaced_message
 
 __all__ = ["MongoReader"]
 
@@ -69,6 +83,7 @@ class MongoReader(StoreReader):
         collection = self.spec.collection
         document = self._sidecar.find(manifest_id(collection))
         if document is not None:
+            self._store_id = document.get("store_id")  # None in a store written before store ids
             return manifest_text(document, where)
         progress = self._sidecar.find(progress_id(collection))
         if progress is not None:
@@ -92,7 +107,23 @@ class MongoReader(StoreReader):
         )
 
     def _label_table(self) -> bytes | None:
-        return self._sidecar.label_table()
+        table = self._sidecar.label_table()
+        self._check_unreplaced()
+        return table
+
+    def _check_unreplaced(self) -> None:
+        """Refuse what the last query returned when the store was replaced since this reader opened.
+
+        Raises:
+            StoreReplacedError: the manifest document is gone, or holds another store id.
+        """
+        document = self._sidecar.find(manifest_id(self.spec.collection), {"store_id": 1})
+        if document is None or document.get("store_id") != self._store_id:
+            now = "its manifest is gone" if document is None else "its manifest has another store id"
+            raise StoreReplacedError(replaced_message(self.spec.describe(), "this reader opened it", now))
+
+    def _append_progress(self) -> object:
+        return self._sidecar.find(progress_id(self.spec.collection))
 
     def _grown(self) -> bool:
         collection = self.spec.collection
@@ -109,6 +140,7 @@ class MongoReader(StoreReader):
             lambda: list(self._samples().find({"_id": {"$in": unique}}, {"data": 1, "gridfs": 1})),
             keys,
         )
+        self._check_unreplaced()
         by_index = {document["_id"]: document for document in documents}
         records: dict[int, bytes] = {}
         for index in unique:
@@ -142,6 +174,7 @@ class MongoReader(StoreReader):
             stop = min(start + _WINDOW, length)
             keys = [record_key(start), record_key(stop - 1)]
             documents = self._connection.call(functools.partial(self._window, start, stop), keys)
+            self._check_unreplaced()
             # Only integer ids are samples; a float, bool or text id that some server
             # matched with the range is a foreign document, and the index it leaves
             # empty is reported as missing by the caller.
@@ -164,6 +197,7 @@ class MongoReader(StoreReader):
             lambda: list(self._samples().find({"_id": {"$in": unique}}, {"source": 1})),
             [record_key(index) for index in wanted],
         )
+        self._check_unreplaced()
         by_index = {document["_id"]: decode_source(document.get("source")) for document in documents}
         return [by_index.get(index, "?") for index in wanted]
 
@@ -175,6 +209,7 @@ class MongoReader(StoreReader):
             end = min(stop, window + _PATH_WINDOW)
             documents = self._connection.call(functools.partial(self._sources, window, end),
                                               [record_key(window), record_key(end - 1)])
+            self._check_unreplaced()
             found = {document["_id"]: document.get("source") for document in documents
                      if _is_index(document["_id"], window, end)}
             for index in range(window, end):

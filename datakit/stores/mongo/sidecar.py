@@ -36,10 +36,10 @@ class Sidecar:
         """The sidecar collection's handle (for a lease, which runs its own queries)."""
         return self._database()[META_COLLECTION]
 
-    def find(self, document_id: str) -> dict[str, Any] | None:
-        """The document with ``document_id``, or ``None``."""
+    def find(self, document_id: str, fields: dict[str, int] | None = None) -> dict[str, Any] | None:
+        """The document with ``document_id`` (only ``fields``, when given, and its ``_id``), or ``None``."""
         document: dict[str, Any] | None = self._connection.call(
-            lambda: self.documents().find_one({"_id": document_id}))
+            lambda: self.documents().find_one({"_id": document_id}, fields))
         return document
 
     def label_table(self) -> bytes | None:

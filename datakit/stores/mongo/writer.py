@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreBusyError, StoreError, option
-from datakit.format.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest
+from datakit.format.records import record_key
+from datakit.format.stats import Stats
 from datakit.stores.contract import StoreWriter
 from datakit.stores.conversion_state import ConversionSettings, PendingRecord, StoredMeta, WriterIdentity
 from datakit.stores.mongo.connection import MongoConnection, uri_options
@@ -163,24 +165,24 @@ class MongoWriter(StoreWriter):
     def _read_label_table(self) -> bytes | None:
         return self._sidecar.label_table()
 
-    def _read_records(self, count: int, classes: int, against: str) -> tuple[list[str], list[int]]:
+    def _read_records(self, count: int, labels: range, against: str) -> tuple[list[str], list[int]]:
         documents = self._connection.call(
             lambda: list(self._samples().find({"_id": {"$lt": count}}, {"source": 1, "label": 1})))
         sources: list[str | None] = [None] * count
-        labels = [0] * count
+        found = [0] * count
         for document in documents:
             index, label = document["_id"], document.get("label")
             if not (_is_int(index) and 0 <= index < count):
                 continue  # not a sample datakit wrote; the count check below catches the gap
-            if not (_is_int(label) and 0 <= label < classes):
+            if not (_is_int(label) and label in labels):
                 raise StoreError.advising("{where}: sample {key!r} has no valid label ({label!r}); "
                                           "reconvert with {overwrite}", where=self._where,
                                           key=record_key(index), label=label, overwrite=option("overwrite"))
             sources[index] = decode_source(document.get("source"))
-            labels[index] = label
+            found[index] = label
         if len(documents) != count or any(source is None for source in sources):
             raise records_disagree(self._where, against)
-        return [source for source in sources if source is not None], labels
+        return [source for source in sources if source is not None], found
 
     def _discard_uncommitted_once(self) -> None:
         """Delete what a batch interrupted after the last commit left behind, once, before
@@ -197,6 +199,15 @@ class MongoWriter(StoreWriter):
             call(functools.partial(self._delete_samples, chunk))
         self._oversized.delete({"metadata.index": {"$gte": committed}})
         self._resumed_at = None
+
+    def _discard_after(self, length: int) -> None:
+        self._confirm_lease()
+        # The progress document first: a kill before the samples are gone leaves what a batch
+        # killed mid-insert leaves (samples past the manifest's length, no progress), which the
+        # next writer deletes before its first write.
+        self._sidecar.delete(progress_id(self.spec.collection))
+        self._resumed_at = length
+        self._discard_uncommitted_once()
 
     def _delete_samples(self, query: dict[str, Any]) -> None:
         self._samples().delete_many(query)
@@ -247,7 +258,7 @@ class MongoWriter(StoreWriter):
         self._sidecar.delete_many({"kind": "labels", "part": {"$gte": count}})
         self._sidecar.put({"_id": manifest_id(collection), "collection": collection, "kind": "manifest",
                            "manifest": manifest.to_json().decode("utf-8"), "length": manifest.length,
-                           "keys": manifest.keys})
+                           "keys": manifest.keys, "store_id": manifest.store_id})
         self._sidecar.delete(progress_id(collection))
 
     def close(self) -> None:

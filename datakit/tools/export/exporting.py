@@ -9,11 +9,15 @@ PNG of its pixels, under its path with the extension ``.png``. When the
 labels are not the folder names (a store converted with ``--labels``, or a
 multi-label one) the labels are written too, as ``DIR/labels.csv`` (one class
 per image) or ``DIR/labels.jsonl`` (several), in record order, for
-``datakit convert DIR DEST --labels``. With ``format="webdataset"`` the
+``datakit convert DIR DEST --labels``; an unlabelled store has none to write.
+With ``format="webdataset"`` the
 records go into tar shards instead (:mod:`datakit.tools.export.webdataset`).
 
 An export never loses a sample: it refuses a ``DIR`` that is not empty,
-refuses source paths that would escape ``DIR`` or collide, checks every
+refuses, before writing anything, source paths that would escape ``DIR``,
+hold a NUL, or collide (two records at one file, one record's file where
+another's folder goes, as ``a`` and ``a/b.jpg``, case folded as a
+case-insensitive file system does, or a record where the label file goes), checks every
 record's checksum as it reads it (a bad record stops the export, naming its
 key), and counts what it wrote. An export killed at any moment leaves ``DIR``
 marked unfinished, with whole files only; a plain export refuses it and
@@ -36,8 +40,8 @@ from typing import Any, Literal
 import numpy as np
 
 from datakit.errors import ExportError, StoreError
-from datakit.format.manifest import Manifest, record_key
-from datakit.format.records import PayloadKind, decode_record
+from datakit.format.manifest import Manifest
+from datakit.format.records import PayloadKind, decode_record, record_key
 from datakit.stores import given_options, resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.tools.export import folder as export_folder
@@ -147,15 +151,19 @@ def _export_files(reader: StoreReader, spec: StoreSpec, target: str, identity: e
     manifest = reader.manifest
     raw = manifest.payload_kind == PayloadKind.RAW.label
     paths = [_file_name(path, raw, spec) for path in reader.source_path_range(0, len(reader))]
-    _check_distinct(paths, spec)
     labels = reader.labels()
+    label_file = None
+    if not _labelled_by_folder(manifest, paths, labels):
+        label_file = "labels.jsonl" if manifest.multi_label else "labels.csv"
+    _check_placeable(paths, label_file, spec)
     export_folder.start(target, identity)
     if report.resumed:
         export_folder.remove_partials(target)
     _write_records(reader, target, paths, raw, report, progress)
     _check_all_exported(report, len(paths), spec)
-    if not _labelled_by_folder(manifest, paths, labels):
-        report.label_file = _write_labels(target, paths, labels, manifest.classes, manifest.multi_label)
+    if label_file is not None:
+        report.label_file = _write_labels(os.path.join(target, label_file), paths, labels, manifest.classes,
+                                          manifest.multi_label)
 
 
 def _export_shards(reader: StoreReader, spec: StoreSpec, target: str, identity: export_folder.ExportIdentity,
@@ -206,7 +214,10 @@ def _check_same_store(target: str, unfinished: export_folder.ExportIdentity,
 
 
 def _labelled_by_folder(manifest: Manifest, paths: list[str], labels: np.ndarray) -> bool:
-    """Whether the class folders carry the labels, so that no label file is needed."""
+    """Whether the class folders carry the labels, or there are none (an unlabelled store), so that
+    no label file is needed."""
+    if manifest.unlabelled:
+        return True
     return not manifest.multi_label and not manifest.label_file \
         and not any(entry.get("label_file") for entry in manifest.appends) \
         and all(path.split("/")[0] == manifest.classes[int(label)]
@@ -255,6 +266,9 @@ def _file_name(path: str, raw: bool, spec: StoreSpec) -> str:
     if cleaned.startswith(("/", "../")) or cleaned in ("..", ".") or "\\" in cleaned or ":" in cleaned[:2]:
         raise ExportError(f"{spec.describe()}: the source path {path!r} would be written outside the "
                           "export folder; the store is damaged or was not written by datakit")
+    if "\x00" in cleaned:
+        raise ExportError(f"{spec.describe()}: the source path {path!r} holds a NUL character, which no file "
+                          "name can hold; nothing was exported")
     name = posixpath.splitext(cleaned)[0] + ".png" if raw else cleaned
     if export_folder.reserved_name(name):
         raise ExportError(f"{spec.describe()}: the source path {path!r} is a name datakit export keeps "
@@ -262,15 +276,38 @@ def _file_name(path: str, raw: bool, spec: StoreSpec) -> str:
     return name
 
 
-def _check_distinct(paths: list[str], spec: StoreSpec) -> None:
-    seen: dict[str, int] = {}
+def _check_placeable(paths: list[str], label_file: str | None, spec: StoreSpec) -> None:
+    """Refuse, before anything is written, files that one folder cannot hold side by side.
+
+    Two records at one file, one record's file where another's folder goes
+    (``a`` and ``a/b.jpg``), or a record where the label file goes would stop
+    the export half-way or overwrite a record. Paths are compared case folded:
+    a case-insensitive file system (macOS, Windows) would overwrite one with
+    the other.
+    """
+    files: dict[str, int] = {}  # case-folded path -> record index; -1: the label file
+    if label_file is not None:
+        files[label_file] = -1
     for index, path in enumerate(paths):
-        folded = path.lower()  # a case-insensitive file system would overwrite one with the other
-        if folded in seen:
-            raise ExportError(f"{spec.describe()}: records {record_key(seen[folded])!r} and "
-                              f"{record_key(index)!r} would both be written to {path!r}; nothing was "
+        other = files.setdefault(path.lower(), index)
+        if other != index:
+            raise ExportError(f"{spec.describe()}: {_owner(other, paths, label_file)} and "
+                              f"{_owner(index, paths, label_file)} would be the same file; nothing was "
                               "exported")
-        seen[folded] = index
+    for index, path in enumerate(paths):
+        parts = path.lower().split("/")
+        for depth in range(1, len(parts)):
+            folder = files.get("/".join(parts[:depth]))
+            if folder is not None:
+                raise ExportError(f"{spec.describe()}: {_owner(folder, paths, label_file)} is a file where "
+                                  f"{_owner(index, paths, label_file)} needs a folder; nothing was exported")
+
+
+def _owner(index: int, paths: list[str], label_file: str | None) -> str:
+    """A file of the export, for a message: a record and its path, or the label file (``-1``)."""
+    if index < 0:
+        return f"{label_file!r}, the label file this export writes beside the images,"
+    return f"record {record_key(index)!r} at {paths[index]!r}"
 
 
 def _png(record: Any) -> bytes:
@@ -283,16 +320,15 @@ def _png(record: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _write_labels(target: str, paths: list[str], labels: np.ndarray, classes: list[str], multi: bool) -> str:
+def _write_labels(location: str, paths: list[str], labels: np.ndarray, classes: list[str],
+                  multi: bool) -> str:
     """Write the label file (whole, like the images; a resumed export writes it again)."""
     buffer = io.StringIO(newline="")
     if multi:
-        location = os.path.join(target, "labels.jsonl")
         for path, row in zip(paths, labels, strict=True):
             names = [classes[index] for index in np.flatnonzero(row)]
             buffer.write(json.dumps({"path": path, "label": names}, ensure_ascii=False) + "\n")
     else:
-        location = os.path.join(target, "labels.csv")
         writer = csv.writer(buffer)
         writer.writerow(["path", "label"])
         for path, label in zip(paths, labels, strict=True):

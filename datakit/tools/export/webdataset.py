@@ -4,7 +4,8 @@ Records go, in index order, into ``DIR/shard-000000.tar``, ``shard-000001.tar``
 and on: each sample is ``<record key>.<extension>`` (the stored file's bytes,
 its extension from its format: ``.jpg``, ``.png``, ``.webp``...; raw records
 as ``.png``) and ``<record key>.cls``, the class index as text, which is what
-WebDataset's readers decode as the label (``to_tuple("jpg", "cls")``). A shard
+WebDataset's readers decode as the label (``to_tuple("jpg", "cls")``); an
+unlabelled store's samples (label -1) have no ``.cls``. A shard
 is cut after :data:`SHARD_RECORDS` samples or :data:`SHARD_BYTES` bytes.
 The class names stay in the store (``datakit inspect``): converting the
 shards back gives the classes ``"0"``, ``"1"``, ... of the indices used.
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from datakit.format.headers import sniff_header
-from datakit.format.manifest import record_key
+from datakit.format.manifest import NO_LABEL
+from datakit.format.records import record_key
 from datakit.tools.export.folder import PARTIAL_PREFIX
 
 __all__ = ["SHARD_RECORDS", "SHARD_BYTES", "ShardTally", "write_shards", "extension_of"]
@@ -117,7 +119,8 @@ class _Shards:
             self.count = self.size = 0
         key = record_key(index)
         _add(self.open, f"{key}.{extension}", payload)
-        _add(self.open, f"{key}.cls", str(label).encode())
+        if label != NO_LABEL:  # an unlabelled store's sample is its image alone
+            _add(self.open, f"{key}.cls", str(label).encode())
         self.count += 1
         self.size += len(payload)
         self.tally.total_bytes += len(payload)

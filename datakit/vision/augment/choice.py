@@ -78,8 +78,11 @@ class RandomChoice(Transform):
         return self.transforms[self.pick(from_torch_generator())](*inputs)
 
     def __repr__(self) -> str:
+        """What the user wrote: ``RandomChoice([...])`` whichever class it became, ``p`` when not uniform."""
         inner = ", ".join(repr(transform) for transform in self.transforms)
-        return f"{type(self).__name__}([{inner}], p={[round(weight, 4) for weight in self.p]})"
+        uniform = all(weight == self.p[0] for weight in self.p)
+        weights = "" if uniform else f", p={[round(weight, 4) for weight in self.p]}"
+        return f"RandomChoice([{inner}]{weights})"
 
 
 def _apply_picked(transform: SampleOp, params: list[Any], images: torch.Tensor) -> torch.Tensor:

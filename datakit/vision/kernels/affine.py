@@ -110,42 +110,34 @@ def _fill_pixels(fill: Fill, channels: int, device: torch.device) -> torch.Tenso
     return colour.expand(channels).to(device)
 
 
-def _grid_terms(thetas: torch.Tensor, height: int,
-                width: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Per grid axis (x, then y): its x term ``(N, 1, W)``, y term ``(N, H, 1)`` and offset ``(N, 1, 1)``.
+def _sampling_grid(thetas: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """The sampling grid of every sample as ``grid_sample`` takes it, ``(N, H, W, 2)`` float32.
 
-    torchvision scales the matrix by the half-size and multiplies homogeneous
-    pixel-centre coordinates by it; the same float32 products and sums in the
-    same order (x term, plus y term, plus offset) give the same bits.
+    Made as torchvision makes it (``_affine_grid``): homogeneous pixel-centre
+    coordinates times the matrix scaled by the half-size, through ``bmm``.
+    The same call gives the same bits: CPU matrix products may fuse the
+    multiply-adds (FMA) or not, depending on the machine's BLAS kernels, so
+    an elementwise version of the same arithmetic matches torchvision on some
+    machines and is one grey level off on a few pixels on others.
     """
     device = thetas.device
-    xs = torch.linspace((1.0 - width) * 0.5, (width - 1.0) * 0.5, steps=width, device=device)
-    ys = torch.linspace((1.0 - height) * 0.5, (height - 1.0) * 0.5, steps=height, device=device)
+    base = torch.empty(1, height, width, 3, dtype=torch.float32, device=device)
+    base[..., 0].copy_(torch.linspace((1.0 - width) * 0.5, (width - 1.0) * 0.5, steps=width, device=device))
+    base[..., 1].copy_(torch.linspace((1.0 - height) * 0.5, (height - 1.0) * 0.5, steps=height,
+                                      device=device).unsqueeze_(-1))
+    base[..., 2].fill_(1)
     halves = torch.tensor([0.5 * width, 0.5 * height], dtype=torch.float32, device=device)
-    scaled = thetas.transpose(1, 2) / halves  # (N, 3, 2): rows x, y, offset; columns grid x, grid y
-    terms = []
-    for axis in range(2):
-        coefficients = scaled[:, :, axis].reshape(-1, 3, 1, 1)
-        terms.append((xs.view(1, 1, width) * coefficients[:, 0], ys.view(1, height, 1) * coefficients[:, 1],
-                      coefficients[:, 2]))
-    return terms
+    scaled = thetas.transpose(1, 2).div(halves)  # (N, 3, 2)
+    flat = base.view(1, height * width, 3)
+    grids = [flat.bmm(scaled[index:index + 1]) for index in range(thetas.shape[0])]  # one product a sample,
+    return torch.cat(grids).view(thetas.shape[0], height, width, 2)  # as torchvision's call gives it
 
 
 def _grid_axes(thetas: torch.Tensor, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The sampling grid of every sample, x and y apart, each ``(N, H, W)`` float32 in [-1, 1] units
     (contiguous: the nearest warp's elementwise passes over them are twice as fast as over strided)."""
-    x_axis, y_axis = (torch.add(x_term, y_term).add_(offset)
-                      for x_term, y_term, offset in _grid_terms(thetas, height, width))
-    return x_axis, y_axis
-
-
-def _sampling_grid(thetas: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """The sampling grid as ``grid_sample`` takes it, ``(N, H, W, 2)``: each axis written straight
-    into its interleaved place (stacking the two afterwards cost a fifth of a bilinear warp)."""
-    grid = torch.empty((thetas.shape[0], height, width, 2), dtype=torch.float32, device=thetas.device)
-    for axis, (x_term, y_term, offset) in enumerate(_grid_terms(thetas, height, width)):
-        torch.add(x_term, y_term, out=grid[..., axis]).add_(offset)
-    return grid
+    grid = _sampling_grid(thetas, height, width)
+    return grid[..., 0].contiguous(), grid[..., 1].contiguous()
 
 
 def _nearest(images: torch.Tensor, thetas: torch.Tensor, fill: torch.Tensor | None) -> torch.Tensor:

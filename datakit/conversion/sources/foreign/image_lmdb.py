@@ -19,14 +19,14 @@ image file: a value that is not an image is skipped and listed by that name.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
-from datakit.conversion.sources.entries import SourceEntry, SourceFolder
+from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.files import files_digest
+from datakit.conversion.sources.foreign.keyed_labels import keyed_entries
 from datakit.conversion.sources.foreign.lmdb_values import LMDBValues, open_source
 from datakit.conversion.sources.foreign.recipe_lmdb import source_name
-from datakit.conversion.sources.labelfile import LabelFile, label_scan_rules, labelled_entries
+from datakit.conversion.sources.labelfile import LabelFile, label_scan_rules
 from datakit.errors import SourceError
 from datakit.stores.lmdb.foreign import data_file
 
@@ -57,16 +57,9 @@ def scan_image_lmdb(root: str, class_name: str | None,
         raise SourceError(f"{root} is an empty LMDB: there is nothing to import")
     digest = files_digest([data_file(root)], os.path.dirname(root))
     reader = LMDBValues(root, len(stem) + 1, recipe=False)
+    folder = keyed_entries(root, stem, keys, class_name, label_file, reader, "image_lmdb")
     if label_file is None:
-        entries = [SourceEntry(f"{stem}/{key}", 0) for key in keys]
-        rules = f"image_lmdb class={class_name} sha256:{digest}"
-        return SourceFolder(root, [str(class_name)], entries, kind="image_lmdb", reader=reader), rules
-    scanned = SourceFolder(root, [""], [SourceEntry(key, 0) for key in keys], kind="image_lmdb")
-    folder = labelled_entries(scanned, label_file)
-    folder = dataclasses.replace(
-        folder, reader=reader, entries=[dataclasses.replace(entry, path=f"{stem}/{entry.path}")
-                                        for entry in folder.entries],
-        unlisted=[f"{stem}/{path}" for path in folder.unlisted])
+        return folder, f"image_lmdb class={class_name} sha256:{digest}"
     return folder, f"image_lmdb sha256:{digest} {label_scan_rules(label_file)}"
 
 

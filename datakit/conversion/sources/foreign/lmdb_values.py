@@ -18,7 +18,7 @@ from datakit.conversion.images.checks import BadImage
 from datakit.conversion.sources.entries import SourceEntry
 from datakit.conversion.sources.foreign.recipe_values import framed_image, load_value
 from datakit.errors import SourceError
-from datakit.stores.lmdb.foreign import open_foreign
+from datakit.stores.lmdb.foreign import key_problem, open_foreign
 
 __all__ = ["LMDBValues", "open_source"]
 
@@ -58,7 +58,10 @@ class LMDBValues:
         self.__init__(state["path"], state["prefix"], state["recipe"])  # type: ignore[misc]
 
     def read(self, entry: SourceEntry) -> bytearray:
-        value = self._txn().get(entry.path[self.prefix:].encode("utf-8"))
+        key = entry.path[self.prefix:].encode("utf-8")
+        if key_problem(key):  # a label file may name any key
+            raise BadImage(key_problem(key).replace(" in __keys__", ""))
+        value = self._txn().get(key)
         if value is None:
             raise BadImage("listed, but missing from the LMDB")
         if not self.recipe:

@@ -2,7 +2,8 @@
 
 The recipe stores ``pickle.dumps((image, label))`` per sample: ``image`` is
 the encoded file's bytes, or a numpy pixel array (uint8; ``HxW``, ``HxWx1``,
-``HxWx3``, ``1xHxW`` or ``3xHxW``); ``label`` an integer. Values are loaded
+``HxWx3``, ``1xHxW`` or ``3xHxW``); ``label`` an integer. For unlabelled data
+it stores the pixel array alone, ``pickle.dumps(array)``. Values are loaded
 through :func:`~datakit.format.unpickle.safe_loads` only, never
 ``pickle.loads``. A pixel array becomes raw RGB pixels
 (:class:`~datakit.conversion.images.pixels.FramedPixels`: grey repeated into three
@@ -21,10 +22,10 @@ from datakit.conversion.images.pixels import FramedPixels, framed_array
 from datakit.format.records import HEADER_SIZE
 from datakit.format.unpickle import RefusedPickle, safe_loads
 
-__all__ = ["RecipeValue", "load_value", "framed_image", "is_pixel_array", "integer_label"]
+__all__ = ["RecipeValue", "load_value", "framed_image", "is_pixel_array", "integer_label", "describe"]
 
-RecipeValue = tuple[Any, int]
-"""An image (bytes, or a numpy array) and its integer label."""
+RecipeValue = tuple[Any, int | None]
+"""An image (bytes, or a numpy array) and its integer label (``None``: a bare pixel array, unlabelled)."""
 
 
 def load_value(data: bytes | memoryview) -> RecipeValue:
@@ -32,31 +33,37 @@ def load_value(data: bytes | memoryview) -> RecipeValue:
 
     Raises:
         BadImage: the pickle is refused (:class:`~datakit.format.unpickle.RefusedPickle`),
-            or holds something other than ``(image bytes or pixel array, integer label)``.
+            or holds something other than ``(image bytes or pixel array, integer label)`` or a
+            bare pixel array.
     """
     try:
         value = safe_loads(data)
     except RefusedPickle as exc:
         raise BadImage(f"refused pickle: {exc}") from None
+    if isinstance(value, np.ndarray):  # the recipe's unlabelled layout
+        _pixel_shape(value)
+        return value, None
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise BadImage(f"the value is {_describe(value)}, not an (image, label) pair as the recipe stores")
+        raise BadImage(f"the value is {describe(value)}, neither an (image, label) pair nor a pixel array "
+                       "as the recipe stores")
     image, label = value
     number = integer_label(label)
     if number is None:
-        raise BadImage(f"the label is {_describe(label)}, not an integer")
+        raise BadImage(f"the label is {describe(label)}, not an integer of at most 64 bits")
     if isinstance(image, (bytes, bytearray)):
         return bytes(image), number
     if isinstance(image, np.ndarray):
         _pixel_shape(image)  # refuse what cannot be stored now, before anything is written
         return image, number
-    raise BadImage(f"the image is {_describe(image)}, neither encoded image bytes nor a numeric pixel array")
+    raise BadImage(f"the image is {describe(image)}, neither encoded image bytes nor a numeric pixel array")
 
 
 def integer_label(label: object) -> int | None:
-    """``label`` as a Python integer (a numpy integer too), or ``None`` when it is not one."""
+    """``label`` as a Python integer (a numpy integer too), or ``None`` when it is not one that
+    fits in 64 bits (the classes are the labels as text, and a pickle's integer can be of any size)."""
     if isinstance(label, (bool, np.bool_)):
         return None
-    if isinstance(label, (int, np.integer)):
+    if isinstance(label, (int, np.integer)) and -(1 << 63) <= int(label) < 1 << 63:
         return int(label)
     return None
 
@@ -108,8 +115,16 @@ def _rgb_pixels(array: np.ndarray) -> FramedPixels:
     return framed_array(pixels)
 
 
-def _describe(value: object) -> str:
+def describe(value: object) -> str:
+    """A few words on a loaded value, in time and space bounded whatever it is (never its whole
+    ``repr``: a list of shared references can stand for more items than memory holds)."""
     if isinstance(value, np.ndarray):
         return f"a {value.dtype} array {tuple(value.shape)}"
-    text = repr(value)
-    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"  # its digits may be more than str() writes
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    if isinstance(value, (str, bytes, bytearray)):
+        text = repr(value[:40])
+        return f"{type(value).__name__} {text}{'...' if len(value) > 40 else ''}"
+    return f"{type(value).__name__} {repr(value)[:40]}"

@@ -1,4 +1,4 @@
-"""README "From Hugging Face / WebDataset": its commands run as written, on data built here."""
+"""docs/conversion.md "From Hugging Face / WebDataset": its commands run as written, on data built here."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from tests.source_builders import hf_dataset, image_bytes, save_quietly, write_s
 datasets = pytest.importorskip("datasets", reason="the datasets library is not installed (datakit[hf])")
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADING = "### From Hugging Face / WebDataset"
+HEADING = "## From Hugging Face / WebDataset"
 
 
 def readme_commands() -> list[list[str]]:
     """The ``datakit`` command lines of the first bash block after the heading, comments dropped."""
-    section = (ROOT / "README.md").read_text().split(f"\n{HEADING}\n", 1)[1]
+    section = (ROOT / "docs" / "conversion.md").read_text().split(f"\n{HEADING}\n", 1)[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     commands = [shlex.split(line, comments=True) for line in block.splitlines()]
     return [command for command in commands if command]
