@@ -54,14 +54,14 @@ def _image(index: int, size: tuple[int, int]) -> bytes:
     return buffer.getvalue()
 
 
-def size_of(index: int) -> tuple[int, int]:
-    """``(width, height)`` of sample ``index``: several sizes, as photos have."""
-    return (24 + 4 * (index % 3), 18 + 2 * (index % 2))
+def size_of(index: int, uniform: bool = False) -> tuple[int, int]:
+    """``(width, height)`` of sample ``index``: several sizes, as photos have (or one, ``uniform``)."""
+    return (24, 18) if uniform else (24 + 4 * (index % 3), 18 + 2 * (index % 2))
 
 
-def expected_values(index: int) -> dict[str, Any]:
+def expected_values(index: int, uniform: bool = False) -> dict[str, Any]:
     """What sample ``index`` holds, by field (boxes and masks as the core's values)."""
-    width, height = size_of(index)
+    width, height = size_of(index, uniform)
     rng = np.random.default_rng(1000 + index)
     count = index % 4  # 0 to 3 boxes, an image without any among them
     corners = rng.uniform(0, [width / 2, height / 2], size=(count, 2))
@@ -88,8 +88,11 @@ def expected_values(index: int) -> dict[str, Any]:
 class GeneratedFields:
     """The :class:`~datakit.conversion.sources.entries.EntryFields` of the generated samples."""
 
+    def __init__(self, uniform: bool) -> None:
+        self.uniform = uniform
+
     def values(self, entry: SourceEntry) -> Mapping[str, Any]:
-        values = dict(expected_values(entry.location[0]))
+        values = dict(expected_values(entry.location[0], self.uniform))
         values.pop("dense_masks")
         return values
 
@@ -97,23 +100,26 @@ class GeneratedFields:
         """Nothing opened."""
 
 
-def write_images(root: Path, count: int) -> list[SourceEntry]:
+def write_images(root: Path, count: int, uniform: bool = False) -> list[SourceEntry]:
     """The samples' images under ``root`` and their entries (label: index parity)."""
     entries = []
     for index in range(count):
         path = root / CLASSES[index % 2] / f"{index:03d}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(_image(index, size_of(index)))
+        path.write_bytes(_image(index, size_of(index, uniform)))
         entries.append(SourceEntry(path.relative_to(root).as_posix(), index % 2, location=(index,)))
     return entries
 
 
-def field_store(root: Path, dest: str, count: int = 12, **convert: Any) -> datakit.ConversionReport:
-    """Convert ``count`` generated samples with every field type (images under ``root``) into ``dest``."""
-    entries = write_images(root, count)
+def field_store(root: Path, dest: str, count: int = 12, uniform: bool = False,
+                **convert: Any) -> datakit.ConversionReport:
+    """Convert ``count`` generated samples with every field type (images under ``root``, of several
+    sizes or of one, ``uniform``) into ``dest``."""
+    entries = write_images(root, count, uniform)
 
     def scan(*args: Any, **kwargs: Any) -> tuple[SourceFolder, str]:
-        folder = SourceFolder(str(root), list(CLASSES), entries, schema=SCHEMA, fields=GeneratedFields())
+        fields = GeneratedFields(uniform)
+        folder = SourceFolder(str(root), list(CLASSES), entries, schema=SCHEMA, fields=fields)
         return folder, "generated fields"
 
     with pytest.MonkeyPatch.context() as patch:

@@ -29,6 +29,7 @@ from torch.utils.data import Dataset
 
 from datakit.datasets.batch_reading import batch_sample_shape, read_raw_batch_into
 from datakit.datasets.error_budget import RecordReading
+from datakit.datasets.field_slots import slot_rest
 from datakit.datasets.paths import PathLookup, SamplePaths
 from datakit.datasets.samples import (
     OUTPUTS,
@@ -38,15 +39,16 @@ from datakit.datasets.samples import (
     decode_payload,
     parse_record,
     planes_into,
+    positions_of,
     record_label,
 )
-from datakit.datasets.shapes import check_field_transforms, field_samples
+from datakit.datasets.shapes import check_field_transforms, field_samples, no_image
 from datakit.errors import CorruptRecordError, ReadOnlyAttributeError
 from datakit.format.fields.schema import Schema
 from datakit.format.manifest import Manifest, source_spans
 from datakit.format.records import Record
 from datakit.loader.transport.collate import default_collate
-from datakit.loader.workers.batch_contract import BatchSteps
+from datakit.loader.workers.batch_contract import BatchSteps, SlotRest
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.vision.pipeline import FusedPipeline
@@ -231,7 +233,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """Read a whole batch in one round trip to the store."""
-        positions = _positions(indices, len(self))
+        positions = positions_of(indices, len(self))
         raw = self._reading.read_batch(positions, self.on_error)
         use = self._sample if self._fused is None else self._decode_fused
         loaded = [self._reading.load(position, data, use, self.on_error, self.max_errors)
@@ -240,7 +242,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             where = [position for position, _, _ in loaded]
             images = self._fused.samples([pixels for _, pixels, _ in loaded], where)
             rests = [rest for _, _, rest in loaded]
-            loaded = [self._with_image(image, rest) for image, rest in zip(images, rests, strict=True)]
+            shapes = self._shapes
+            loaded = [(image, rest) if shapes is None else shapes.with_image(rest, image)
+                      for image, rest in zip(images, rests, strict=True)]
         if self._shapes is not None:
             loaded = [self._shapes.finish(sample) for sample in loaded]
         if self.target_transform is not None:
@@ -248,13 +252,6 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         if self.transforms is not None:
             loaded = [self.transforms(sample) for sample in loaded]
         return loaded
-
-    def _with_image(self, image: torch.Tensor, rest: Any) -> Any:
-        """A fused sample: its image and its label, or its fields with the image put in."""
-        if self._shapes is None:
-            return (image, rest)
-        rest[self._shapes.image_key] = image
-        return rest
 
     def _sample(self, position: int, data: bytes) -> Any:
         key, record = parse_record(data, position, self.manifest, self.targets)
@@ -280,7 +277,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         label = record_label(record, position, self.manifest, self.targets)
         if self._shapes is None:
             return position, pixels, label
-        return position, pixels, self._shapes.decode(record, key, label, _no_image)
+        return position, pixels, self._shapes.decode(record, key, label, no_image)
 
     # Batch-native reading: decoding straight into a batch the loader preallocated.
 
@@ -292,27 +289,38 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         building, collating and pickling one tensor per sample; see
         :func:`datakit.datasets.batch_reading.batch_sample_shape` for when.
         """
-        if self._shapes is not None:
-            return None  # dicts of fields, or detection pairs: collated the ordinary way
+        if self._shapes is not None and (self.transforms is not None or self._shapes.slot_keys() is None):
+            return None  # detection pairs, whole-sample transforms: collated the ordinary way
         return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
                                   self.target_transform)
 
-    def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
+    def read_batch_into(self, indices: Sequence[int], images: np.ndarray,
+                        labels: np.ndarray) -> SlotRest | None:
         """Decode the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
 
         The result, after :attr:`finish_batch`'s step, equals
         ``default_collate(self.__getitems__(indices))``, without per-sample tensors.
+        For dict samples, returns their other fields, collated
+        (:func:`datakit.datasets.field_slots.slot_rest`).
 
         Args:
             indices: the batch's indices.
             images: a uint8 array of shape ``(len(indices), *batch_sample_shape())``.
             labels: an int64 array of shape ``(len(indices),)``.
         """
-        positions = _positions(indices, len(self))
+        positions = positions_of(indices, len(self))
         raw = self._reading.read_batch(positions, self.on_error)
+        if self._shapes is not None:
+            slot_keys = self._shapes.slot_keys()
+            assert slot_keys is not None, "batch_sample_shape() is None for samples the slots cannot hold"
+            fields_into = self._decode_fields_into
+            samples = [self._reading.load(position, data, functools.partial(fields_into, out=out),
+                                          self.on_error, self.max_errors)
+                       for position, data, out in zip(positions, raw, images, strict=True)]
+            return slot_rest(samples, *slot_keys, labels)
         if self._fused is None and read_raw_batch_into(raw, positions, images, labels, self.manifest,
                                                        self.targets):
-            return
+            return None
         for slot, (position, data) in enumerate(zip(positions, raw, strict=True)):
             if data is not None:
                 try:
@@ -324,6 +332,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             # the slow path, which finds a replacement for a bad record
             decode = functools.partial(self._decode_into, out=images[slot])
             labels[slot] = self._reading.load(position, data, decode, self.on_error, self.max_errors)
+        return None
 
     @property
     def finish_batch(self) -> BatchSteps | None:
@@ -335,7 +344,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         batch. None otherwise. The loader's optional hook
         (``SupportsBatchFinish`` in ``datakit/loader/workers/batch_contract.py``).
         """
-        return self._fused.batch_steps() if self._fused is not None else None
+        return self._fused.batch_steps(self._mix_keys()) if self._fused is not None else None
 
     @property
     def collate_fn(self) -> Callable[[Sequence[Any]], Any]:
@@ -345,15 +354,31 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         :class:`datakit.DataLoader` mixes batches itself. Once it is taken, reads
         no longer warn that MixUp/CutMix is left out.
         """
-        return self._fused.collate_fn() if self._fused is not None else default_collate
+        return self._fused.collate_fn(self._mix_keys()) if self._fused is not None else default_collate
+
+    def _mix_keys(self) -> tuple[str, str] | None:
+        """Where MixUp/CutMix find a batch's images and labels: its keys for dict samples."""
+        return self._shapes.mix_keys() if self._shapes is not None else None
+
+    def _decode_fields_into(self, position: int, data: bytes, out: np.ndarray) -> dict[str, Any]:
+        """A dict sample's image decoded into ``out``; its other fields, finished, as a dict."""
+        assert self._shapes is not None
+        key, record = parse_record(data, position, self.manifest, self.targets)
+        self._pixels_into(key, record, position, out)
+        label = record_label(record, position, self.manifest, self.targets)
+        sample: dict[str, Any] = self._shapes.finish(self._shapes.decode(record, key, label, no_image))
+        return sample
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = parse_record(data, position, self.manifest, self.targets)
+        self._pixels_into(key, record, position, out)
+        return record.header.label
+
+    def _pixels_into(self, key: str, record: Record, position: int, out: np.ndarray) -> None:
         if self._fused is not None:
             checked_decode(key, self._fused.decode_into, record, position, out)
         else:
             planes_into(record, key, out)
-        return record.header.label
 
     # This process's connection.
 
@@ -373,27 +398,3 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
         return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
                 f"{len(self.classes)} classes, {produces})")
-
-
-def _no_image(record: Record, key: str) -> None:
-    """The primary image of a fused sample: decoded by the fused pipeline instead, and put in after."""
-    return None
-
-
-def _positions(indices: Sequence[int], length: int) -> list[int]:
-    """Every index as a position in ``[0, length)``: one bounds check for a batch of plain ones.
-
-    Raises:
-        IndexError: an index is out of range; the message names it.
-    """
-    positions = [int(index) for index in indices]
-    if not positions or (min(positions) >= 0 and max(positions) < length):
-        return positions
-    checked = []
-    for index in indices:  # negative ones, or the error
-        position = int(index)
-        position += length if position < 0 else 0
-        if not 0 <= position < length:
-            raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
-        checked.append(position)
-    return checked

@@ -8,7 +8,7 @@ table, and a payload that passed its checksum but does not decode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -25,7 +25,7 @@ from datakit.format.manifest import Manifest, check_record
 from datakit.format.records import Record, decode_record, record_key
 
 __all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "checked_decode",
-           "planes_into"]
+           "planes_into", "positions_of"]
 
 Output = Literal["pil", "numpy", "tensor", "bytes"]
 OnError = Literal["raise", "skip"]
@@ -77,3 +77,22 @@ def planes_into(record: Record, key: str, out: np.ndarray) -> None:
                                       f"{out.shape[1]}x{out.shape[2]} RGB") from None
     except Exception as exc:
         raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
+
+
+def positions_of(indices: Sequence[int], length: int) -> list[int]:
+    """Every index as a position in ``[0, length)``: one bounds check for a batch of plain ones.
+
+    Raises:
+        IndexError: an index is out of range; the message names it.
+    """
+    positions = [int(index) for index in indices]
+    if not positions or (min(positions) >= 0 and max(positions) < length):
+        return positions
+    checked = []
+    for index in indices:  # negative ones, or the error
+        position = int(index)
+        position += length if position < 0 else 0
+        if not 0 <= position < length:
+            raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
+        checked.append(position)
+    return checked

@@ -19,8 +19,9 @@ from datakit.datasets.detection import DetectionTargets
 from datakit.datasets.fields import FieldDecoder, ImageDecoder
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record
+from datakit.vision.pipeline import FusedPipeline
 
-__all__ = ["TARGET_FORMATS", "FieldSamples", "field_samples"]
+__all__ = ["TARGET_FORMATS", "FieldSamples", "field_samples", "check_field_transforms", "no_image"]
 
 TARGET_FORMATS = ("torchvision-detection",)
 
@@ -59,9 +60,33 @@ class FieldSamples:
         """The key of the sample's primary image (where a fused ``datakit.vision`` decode puts it)."""
         return self.decoder.schema.primary_image.name
 
+    def slot_keys(self) -> tuple[str, str | None] | None:
+        """The keys of the fields a batch slot can hold, ``(image, label or None)``, or None when the
+        samples cannot go through the slots (detection pairs, no image asked for, or a field
+        transform on the image, whose output the slot cannot know)."""
+        names = [spec.name for spec in self.decoder.specs]
+        image = self.image_key
+        if self.detection is not None or image not in names or image in self.field_transforms:
+            return None
+        labels = [spec.name for spec in self.decoder.specs if spec.type == "label"]
+        if labels and labels[0] in self.field_transforms:
+            return None
+        return self.image_key, (labels[0] if labels else None)
+
+    def mix_keys(self) -> tuple[str, str] | None:
+        """The keys of the images and labels MixUp/CutMix mix in a batch of these samples, if there are
+        both."""
+        keys = self.slot_keys()
+        return None if keys is None or keys[1] is None else (keys[0], keys[1])
+
     def decode(self, record: Record, key: str, label: Any, image: ImageDecoder) -> dict[str, Any]:
         """The fields of one record, as a dict (its image as ``image`` decodes it)."""
         return self.decoder.sample(record, key, label, image)
+
+    def with_image(self, sample: dict[str, Any], image: Any) -> dict[str, Any]:
+        """A fused sample's fields with its image (decoded by the fused pipeline) put in."""
+        sample[self.image_key] = image
+        return sample
 
     def finish(self, sample: dict[str, Any]) -> Any:
         """The sample the dataset returns: the fields' own transforms applied, then as a dict or a pair."""
@@ -69,6 +94,11 @@ class FieldSamples:
             if name in sample:
                 sample[name] = transform(sample[name])
         return self.detection.pair(sample) if self.detection is not None else sample
+
+
+def no_image(record: Record, key: str) -> None:
+    """The primary image of a fused sample: decoded by the fused pipeline instead, and put in after."""
+    return None
 
 
 def field_samples(schema: Schema, fields: Sequence[str] | None, target_format: str | None,
@@ -81,7 +111,7 @@ def field_samples(schema: Schema, fields: Sequence[str] | None, target_format: s
     return FieldSamples(schema, fields, target_format, target_keys, field_transforms)
 
 
-def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: object | None,
+def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: FusedPipeline | None,
                            target_transform: object | None) -> None:
     """Refuse the transforms that cannot apply to these samples, naming what to pass instead.
 
@@ -102,3 +132,7 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: o
         raise ValueError(f"transform= applies to the image alone, so a datakit.vision pipeline there would "
                          f"leave {', '.join(annotated)} where they were; pass it as transforms= to move "
                          "them with the image")
+    if fused is not None and fused.mixes_batches and shapes.mix_keys() is None:
+        raise ValueError("MixUp/CutMix mix a batch's images and their labels, so the samples must be dicts "
+                         "that hold the store's image and its label field, neither in field_transforms: add "
+                         "the label to fields=, or leave MixUp/CutMix out of transform=")
