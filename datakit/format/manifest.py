@@ -167,6 +167,7 @@ class Manifest:
 
     def to_json(self) -> bytes:
         data = asdict(self)
+        data["stats"] = self.stats.to_dict()
         data["length"] = self.length  # redundant, for people reading the raw manifest
         return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
 

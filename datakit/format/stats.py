@@ -67,7 +67,10 @@ class Stats:
             merge(self.fields.setdefault(name, {}), measured)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not data["fields"]:  # a classification store's stats stay what they were before fields
+            del data["fields"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Stats:
