@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -50,10 +51,11 @@ def coco(tmp_path_factory: pytest.TempPathFactory) -> CocoFiles:
 
 @pytest.fixture(scope="module")
 def coco_store(coco: CocoFiles, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """``coco`` converted from its three files; the store and the report (read-only)."""
+    """``coco`` converted from its three files by two reader processes; the store and the report
+    (read-only)."""
     store = tmp_path_factory.mktemp("stores") / "coco.lmdb"
     report = datakit.convert(coco.images, store, coco=[coco.instances, coco.keypoints, coco.captions],
-                             workers=1)
+                             workers=2)
     return store, report
 
 
@@ -266,6 +268,21 @@ def test_annotation_files_that_cannot_be_read_as_one_coco_set_are_refused_in_one
                                       str(files.instances), "--coco", str(files.keypoints)])
     assert result.exit_code == 1 and result.output.strip().count("\n") == 0, result.output
     assert words in result.output and not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("name", ["../outside.jpg", "/etc/hostname", "a/../../outside.jpg"])
+def test_an_image_whose_file_name_leaves_the_images_folder_is_listed_and_never_read(coco, tmp_path, name):
+    files = copy_set(coco, tmp_path / "annotations")
+    files.images = tmp_path / "set" / "images"
+    shutil.copytree(coco.images, files.images)
+    (files.images.parent / "outside.jpg").write_bytes((coco.images / "000000000100.jpg").read_bytes())
+    image = load(files.instances)["images"][0]
+    for path in (files.instances, files.keypoints, files.captions):
+        edit(path, lambda data: data["images"][0].update(file_name=name))
+    report = datakit.convert(files.images, tmp_path / "s", coco=[files.instances, files.captions], workers=1)
+    reason = {item.path: item.reason for item in report.skipped}[name]
+    assert reason.startswith(f"image {image['id']} of {files.instances}: its file_name {name!r}")
+    assert image["id"] not in [sample["image_id"] for sample in datakit.LMDBDataset(tmp_path / "s")]
 
 
 def rle_of_another_size(annotation: dict[str, Any]) -> None:
