@@ -29,7 +29,8 @@ __all__ = ["build", "presumed", "clear_destinations", "missing_requirement", "fi
            "drop_databases"]
 
 # names a block may use that need a library the suite may lack
-_REQUIREMENTS = {"hf_dir": "datasets", "parquet_dir": "datasets", "torchvision": "torchvision"}
+_REQUIREMENTS = {"hf_dir": "datasets", "parquet_dir": "datasets", "torchvision": "torchvision",
+                 "coco/": "pycocotools", "coco.lmdb": "pycocotools"}
 
 
 def build(root: Path) -> Path:
@@ -40,6 +41,7 @@ def build(root: Path) -> Path:
     _photos(root)
     _recipe_stores(root)
     _shards_and_datasets(root)
+    _coco(root)
     return root
 
 
@@ -100,6 +102,25 @@ def _shards_and_datasets(root: Path) -> None:
     save_quietly(DatasetDict({"train": rows, "test": test}), root / "hf_dir")
     (root / "parquet_dir").mkdir()
     rows.to_parquet(str(root / "parquet_dir" / "train.parquet"))
+
+
+def _coco(root: Path) -> None:
+    """COCO's layout (``coco/train2017``, ``coco/annotations/*_train2017.json``) and ``coco.lmdb``
+    converted from it; only where pycocotools rasterises the polygons (docs/fields.md)."""
+    if importlib.util.find_spec("pycocotools") is None:
+        return
+    from tests.coco_builders import build_coco_set
+
+    built = build_coco_set(root / "coco-build", count=4, clean=True)
+    annotations = root / "coco" / "annotations"
+    annotations.mkdir(parents=True)
+    built.images.rename(root / "coco" / "train2017")
+    for made, kind in ((built.instances, "instances"), (built.keypoints, "person_keypoints"),
+                       (built.captions, "captions")):
+        made.rename(annotations / f"{kind}_train2017.json")
+    shutil.rmtree(root / "coco-build")
+    datakit.convert(root / "coco" / "train2017", root / "coco.lmdb", workers=1,
+                    coco=[annotations / "instances_train2017.json", annotations / "captions_train2017.json"])
 
 
 def missing_requirement(code: str) -> str | None:

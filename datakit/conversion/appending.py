@@ -53,7 +53,8 @@ APPEND_RULES = "append "
 """Prefix of an append's ``scan`` in its progress entry, before the scan rules of its source."""
 
 _KIND_NAMES = {"folder": "an image folder", "huggingface": "a Hugging Face dataset",
-               "webdataset": "WebDataset shards", "datakit": "a datakit store"}
+               "webdataset": "WebDataset shards", "datakit": "a datakit store",
+               "coco": "an images folder with COCO annotation files"}
 
 
 @dataclass

@@ -21,7 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from datakit.conversion.images.checks import BadImage, ImageOptions, SourceImage, check_source_image
-from datakit.conversion.sources.entries import EntryFields, SourceEntry
+from datakit.conversion.sources.entries import EntryFields, SourceEntry, SourceFolder
+from datakit.errors import SourceError, option
 from datakit.format.fields.base import Canvas, FieldError, FieldSpec
 from datakit.format.fields.boxes import BoxesValue
 from datakit.format.fields.images import ImageValue
@@ -32,7 +33,7 @@ from datakit.format.fields.stats import measure
 from datakit.format.records import HEADER_SIZE, seal_fields_record
 
 __all__ = ["BOX_POLICIES", "OnCanvas", "FieldOptions", "SealedFields", "seal_with_fields",
-           "xyxy_of", "from_xyxy"]
+           "xyxy_of", "from_xyxy", "refuse_moving_images"]
 
 BOX_POLICIES = ("keep", "clip", "drop", "refuse")
 """What ``--boxes`` does with a box outside its image, of no size, or with a NaN coordinate."""
@@ -89,7 +90,7 @@ def seal_with_fields(image: SourceImage, entry: SourceEntry, label: int, options
             resolved[spec.name] = _resolve(spec, values.get(spec.name), image_options, canvases, schema)
         except (FieldError, BadImage) as exc:
             raise BadImage(f"field {spec.name!r}: {exc}") from None
-    _apply_box_policy(schema, resolved, canvases, options.boxes)
+    mended = _apply_box_policy(schema, resolved, canvases, options.boxes)
     encoded: list[bytes | None] = []
     stats: dict[str, dict[str, Any]] = {}
     document: dict[str, Any] = {}
@@ -100,12 +101,30 @@ def seal_with_fields(image: SourceImage, entry: SourceEntry, label: int, options
             encoded.append(None if value is None else FIELD_TYPES[spec.type].encode(value, spec, canvas))
         except FieldError as exc:
             raise BadImage(f"field {spec.name!r}: {exc}") from None
-        stats[spec.name] = measure(spec, value, canvas)
+        stats[spec.name] = {**measure(spec, value, canvas), **mended.get(spec.name, {})}
         if spec.type in _DOCUMENT_TYPES and value is not None:
             document[spec.name] = value
     record = seal_fields_record(image.payload, encoded, kind=image.kind, label=label, width=image.width,
                                 height=image.height, channels=image.channels)
     return SealedFields(record, stats, document)
+
+
+def refuse_moving_images(folder: SourceFolder, max_side: int | None, exif_transpose: bool) -> None:
+    """Refuse to resize or turn the images of a source whose boxes, masks or keypoints would stay where
+    they were (``max_side``, ``exif_transpose`` change the primary image alone).
+
+    Raises:
+        SourceError: naming the option and the fields.
+    """
+    annotated = [spec.name for spec in (folder.schema.fields if folder.schema is not None else ())
+                 if spec.type in ("boxes", "masks", "keypoints")]
+    changes = [each for each, given in ((option("max_side", max_side), max_side is not None),
+                                        (option("exif_transpose"), exif_transpose)) if given]
+    if annotated and changes:
+        raise SourceError.advising(
+            "{change} would change the images of {root} but not their {fields}, which would no longer frame "
+            "what they framed; convert without it", change=changes[0], root=folder.root,
+            fields=", ".join(annotated))
 
 
 def _resolve(spec: FieldSpec, value: Any, image_options: ImageOptions, canvases: dict[str, Canvas],
@@ -135,11 +154,13 @@ def _canvas(spec: FieldSpec, canvases: Mapping[str, Canvas], schema: Schema) -> 
 
 
 def _apply_box_policy(schema: Schema, values: dict[str, Any], canvases: Mapping[str, Canvas],
-                      policy: str) -> None:
+                      policy: str) -> dict[str, dict[str, int]]:
     """Keep, clip, drop (with the masks and keypoints of the same instances) or refuse the boxes that
-    lie outside their image, have no size, or a NaN coordinate."""
+    lie outside their image, have no size, or a NaN coordinate; per boxes field, how many boxes were
+    ``clipped`` (moved inside their image) or ``dropped``, for the field's statistics."""
+    mended: dict[str, dict[str, int]] = {}
     if policy == "keep":
-        return
+        return mended
     for spec in schema.fields:
         boxes = values.get(spec.name)
         canvas = _canvas(spec, canvases, schema)
@@ -162,8 +183,12 @@ def _apply_box_policy(schema: Schema, values: dict[str, Any], canvases: Mapping[
             clipped = np.column_stack((corners[:, 0].clip(0, width), corners[:, 1].clip(0, height),
                                        corners[:, 2].clip(0, width), corners[:, 3].clip(0, height)))
             values[spec.name] = replace(boxes, coords=from_xyxy(clipped, spec.options["format"]))
+            moved = np.isfinite(corners).all(axis=1) & (clipped != corners).any(axis=1)
+            mended[spec.name] = {"clipped": int(moved.sum())}
         else:
             _drop(schema, values, spec.name, ~bad)
+            mended[spec.name] = {"dropped": int(bad.sum())}
+    return mended
 
 
 def _drop(schema: Schema, values: dict[str, Any], name: str, kept: np.ndarray) -> None:

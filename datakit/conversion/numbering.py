@@ -67,6 +67,7 @@ def number(outcomes: Iterable[ReadOutcome], stats: Stats, labels: list[Any],
         report.high_bit_depth += outcome.high_bit_depth
         report.downscaled += outcome.downscaled
         report.written += 1
+        report.count_boxes(outcome.field_stats)
         report.bytes_written += outcome.payload_bytes
         yield PendingRecord(index, entry.path, entry.label, outcome.record, outcome.document)
 

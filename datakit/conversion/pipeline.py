@@ -6,8 +6,9 @@
                        order), sources/labelfile.py (a label file's), sources/huggingface.py (a
                        datasets dataset on disk; sources/hf_images.py: its rows' images, paths read
                        inside the image root only), sources/webdataset.py (tar shards), sources/foreign/
-                       (other tools' stores); all yield the same entries (sources/entries.py), whose
-                       bytes their readers get (sources/files.py for files)
+                       (other tools' stores), sources/coco/ (an images folder and COCO annotation
+                       files); all yield the same entries (sources/entries.py), whose bytes their
+                       readers get (sources/files.py for files)
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
@@ -36,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from datakit.conversion.destination import check_outside_source, resolve_destination
-from datakit.conversion.fields import BOX_POLICIES
+from datakit.conversion.fields import BOX_POLICIES, refuse_moving_images
 from datakit.conversion.images.checks import DEFAULT_MAX_PIXELS
 from datakit.conversion.images.downscale import DEFAULT_QUALITY
 from datakit.conversion.numbering import COMMIT_RECORDS, ProgressCallback, batches, number, reporting
@@ -47,7 +48,7 @@ from datakit.conversion.sources.datakit_store import StoreFolder, check_not_the_
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.foreign.layouts import StoreChoice
 from datakit.conversion.sources.labelfile import LabelledFolder
-from datakit.conversion.sources.scan import SourceChoice, scan_source
+from datakit.conversion.sources.scan import SourceChoice, annotation_files, scan_source
 from datakit.errors import DatakitWarning, SourceError
 from datakit.format.fields.schema import Schema
 from datakit.stores import given_options, is_mongodb_uri
@@ -88,6 +89,7 @@ def convert(
     source_collection: str | None = None,
     image_root: str | os.PathLike[str] | None = None,
     split: str | Sequence[str] | None = None,
+    coco: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
 ) -> ConversionReport:
     """Pack the image folder (or Hugging Face dataset, or WebDataset shards) ``src`` into the store ``dest``.
 
@@ -190,6 +192,14 @@ def convert(
         split: the split, or splits, of a Hugging Face ``DatasetDict`` to convert
             (kept in the dataset's order); by default every split, into this one
             store, which the report (``splits``) and the manifest record.
+        coco: a COCO annotation file, or several of the same images (instances,
+            person keypoints, captions: merged), naming the images of the folder
+            ``src`` (their ``file_name``). The store holds, for each image listed,
+            sorted by id as ``CocoDetection`` has them, the image, its
+            ``image_id`` and the boxes, masks, keypoints and captions the files
+            give, and no class label; ``target_format="torchvision-detection"``
+            reads it as torchvision's COCO wrapper does
+            (:mod:`datakit.conversion.sources.coco`). Not with ``labels``.
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
@@ -240,7 +250,9 @@ def convert(
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
     folder, rules = scan_source(root, labels, extensions, SourceChoice(
-        source_kind, image_column, label_column, store, _folder_path(image_root), _splits(split)))
+        source_kind, image_column, label_column, store, _folder_path(image_root), _splits(split),
+        annotation_files(coco)))
+    refuse_moving_images(folder, max_side, exif_transpose)
     check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
     _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality, boxes)

@@ -13,7 +13,9 @@ SRC is told apart by what it holds (:func:`detect_kind`), or by
 - ``"recipe_lmdb"``, ``"image_lmdb"``: an LMDB the pickle recipe wrote, or one
   whose values are encoded images; ``"recipe_mongo"``: a ``mongodb://`` URI with
   ``index``, the recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.layouts`);
-- ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`).
+- ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`);
+- ``"coco"``: an images folder with COCO annotation files (``coco``, never detected:
+  :mod:`datakit.conversion.sources.coco`).
 
 Every kind yields the same :class:`~datakit.conversion.sources.entries.SourceFolder` of
 entries, so everything after the scan (resume, append, the reading stage,
@@ -28,6 +30,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from datakit.conversion.sources.coco.source import scan_coco
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.folder import scan_folder, scan_rules
 from datakit.conversion.sources.foreign.layouts import STORE_KINDS, StoreChoice, scan_store, store_kind
@@ -41,7 +44,7 @@ from datakit.conversion.sources.labelfile import (
 from datakit.conversion.sources.webdataset import SHARD_SUFFIX, scan_webdataset
 from datakit.errors import SourceError, Spelling, option
 
-__all__ = ["SOURCE_KINDS", "SourceChoice", "detect_kind", "scan_source"]
+__all__ = ["SOURCE_KINDS", "SourceChoice", "detect_kind", "scan_source", "annotation_files"]
 
 SOURCE_KINDS = ("folder", "huggingface", "webdataset", *STORE_KINDS)
 """The kinds of source a conversion reads."""
@@ -66,6 +69,8 @@ class SourceChoice:
         image_root: the folder a Hugging Face dataset's image paths are read in
             (:mod:`datakit.conversion.sources.hf_images`); the dataset's own by default.
         splits: the splits of a Hugging Face ``DatasetDict`` to convert; all when empty.
+        coco: COCO annotation files naming the images of the folder SRC (instances,
+            keypoints, captions), merged; none for other sources.
     """
 
     kind: str | None = None
@@ -74,6 +79,7 @@ class SourceChoice:
     store: StoreChoice = StoreChoice()
     image_root: str | None = None
     splits: tuple[str, ...] = ()
+    coco: tuple[str, ...] = ()
 
 
 def detect_kind(root: str, store: StoreChoice | None = None) -> str:
@@ -148,6 +154,9 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     """
     if choice.kind is not None and choice.kind not in SOURCE_KINDS:
         raise ValueError(f"source_kind must be one of {', '.join(SOURCE_KINDS)}, not {choice.kind!r}")
+    if choice.coco:
+        _check_coco(root, choice, labels, extensions)
+        return scan_coco(root, choice.coco)
     kind = choice.kind or detect_kind(root, choice.store)
     label_file = read_label_file(labels) if labels is not None else None
     if kind in STORE_KINDS:
@@ -200,6 +209,42 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
             "{column} and {labels} both give the labels; choose one",
             column=option("label_column", choice.label_column),
             labels=Spelling("labels=FILE", "--labels FILE"))
+
+
+def annotation_files(coco: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None,
+                     ) -> tuple[str, ...]:
+    """``coco=`` as a tuple of paths: one file, or several (a list).
+
+    Raises:
+        ValueError: neither.
+    """
+    if coco is None:
+        return ()
+    given = [coco] if isinstance(coco, (str, os.PathLike)) else list(coco)
+    if not given or not all(isinstance(path, (str, os.PathLike)) for path in given):
+        raise ValueError(f"coco must be an annotation file's path or a list of them, not {coco!r}")
+    return tuple(os.fspath(path) for path in given)
+
+
+def _check_coco(root: str, choice: SourceChoice, labels: object, extensions: Sequence[str]) -> None:
+    """Refuse, with COCO annotation files, the options that give annotations or read other sources."""
+    coco = Spelling("coco=FILE", "--coco FILE")
+    if labels is not None:
+        raise SourceError.advising("{coco} and {labels} both give the images and their annotations; choose "
+                                   "one", coco=coco, labels=Spelling("labels=FILE", "--labels FILE"))
+    if choice.kind not in (None, "folder"):
+        raise SourceError.advising("{coco} names the images of a folder; {root} is read as {kind} "
+                                   "({option})", coco=coco, root=root, kind=choice.kind,
+                                   option=option("source_kind", choice.kind))
+    given = {"image_column": choice.image_column, "label_column": choice.label_column,
+             "image_root": choice.image_root, "split": ",".join(choice.splits) or None,
+             "extensions": ",".join(extensions) or None, **vars(choice.store)}
+    for name, value in given.items():
+        if value is not None:
+            spelled = Spelling(f"class_name={value!r}", f"--class {value}") if name == "class_name" \
+                else option(name, value)
+            raise SourceError.advising("{option} does not apply with {coco}: the annotation files name the "
+                                       "images and give their annotations", option=spelled, coco=coco)
 
 
 def _check_hf_only(root: str, kind: str, choice: SourceChoice) -> None:

@@ -5,9 +5,10 @@ numbers per field, never the values), the conversion adds them into the
 running totals (:func:`merge`) that every commit carries, and the manifest
 keeps the totals: boxes per image (a histogram), boxes per category, box
 sizes in COCO's small / medium / large areas, boxes outside their image or
-of no size, crowd boxes; caption lengths (a histogram in characters); mask
-instances and the share of the image they cover; visible keypoints; the
-smallest and largest number of a numeric field; samples without a value.
+of no size, crowd boxes, boxes ``--boxes clip`` clipped or ``--boxes drop``
+dropped; caption lengths (a histogram in characters); mask instances and
+the share of the image they cover; visible keypoints; the smallest and
+largest number of a numeric field; samples without a value.
 :func:`check_field_stats` holds totals read from a store to their kinds and
 sizes, as every manifest number is held.
 """
@@ -31,7 +32,7 @@ COCO_AREAS = (32 * 32, 96 * 96)
 MAX_KEYS = 10_000
 """The most entries of one histogram kept in a manifest (categories beyond it are not counted)."""
 _SUMS = ("count", "small", "medium", "large", "outside", "degenerate", "crowd", "instances", "visible",
-         "null", "chars")
+         "null", "chars", "clipped", "dropped")
 
 
 def length_bucket(length: int) -> int:
