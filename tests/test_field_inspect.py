@@ -208,3 +208,25 @@ def test_png_of_an_image_field_is_checked_by_verify_even_when_its_header_is_righ
                   + buffer.getvalue())
     bad = datakit.inspect(tmp_path / "store", verify=True)["verify"]["bad"]
     assert [item["key"] for item in bad] == [record_key(0)] and "field 'depth'" in bad[0]["reason"]
+
+
+def test_an_interrupted_conversion_is_summarised_with_its_fields_so_far(tmp_path):
+    schema, samples = coco_like(8)
+
+    def interrupt(done: int, total: int) -> None:
+        if done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        field_store(tmp_path / "images", tmp_path / "store", schema, samples, progress=interrupt,
+                    commit_every=2)
+    summary = datakit.inspect(tmp_path / "store")
+    assert summary["complete"] is False and summary["schema"] == schema.to_json()
+    committed = summary["length"]
+    assert 0 < committed < 8
+    boxes = [len(sample.values["boxes"]) for sample in samples[:committed]]
+    assert summary["fields"]["boxes"]["boxes"] == sum(boxes)
+    assert summary["fields"]["boxes"]["values"] == committed
+    output = CliRunner().invoke(cli, ["inspect", str(tmp_path / "store")])
+    assert output.exit_code == 3
+    assert f"  boxes      boxes: {sum(boxes)} in {committed} image(s)" in output.output

@@ -65,7 +65,8 @@ def _boxes(figures: dict[str, Any]) -> list[str]:
              f"{figures['images_without']} image(s) without any)",
              f"small {sizes['small']}, medium {sizes['medium']}, large {sizes['large']} (COCO's areas)"]
     notes = [f"{figures[key]} {words}" for key, words in (
-        ("crowd", "crowd"), ("outside", "outside their image"), ("degenerate", "of no size or with a NaN"))
+        ("crowd", "crowd"), ("outside", "outside their image"), ("degenerate", "of no size or with a NaN"),
+        ("clipped", "clipped to their image (--boxes clip)"), ("dropped", "dropped (--boxes drop)"))
         if figures[key]]
     return words + notes
 

@@ -5,12 +5,13 @@ A conversion keeps running totals per field in the manifest's ``stats.fields``
 image and of caption lengths. Here they become what one asks of a dataset
 before training on it: how many boxes an image has (least, median, most),
 how large they are (COCO's small / medium / large), which categories and how
-often, how long the captions are (percentiles, in characters), how much of
-an image the masks cover, how many keypoints are visible, the range of a
-number, and how many samples have no value. Nothing is read but the manifest,
-so this costs nothing on a store of any size. Percentiles are nearest-rank
-over the histogram; caption lengths past 256 characters are kept by powers of
-two, so a percentile past 256 is an upper bound (``lengths_exact_to``).
+often, how many ``--boxes clip`` clipped or ``--boxes drop`` dropped, how
+long the captions are (percentiles, in characters), how much of an image the
+masks cover, how many keypoints are labelled, the range of a number, and how
+many samples have no value. Nothing is read but the manifest, so this costs
+nothing on a store of any size. Percentiles are nearest-rank over the
+histogram; caption lengths past 256 characters are kept by powers of two, so
+a percentile past 256 is an upper bound (``lengths_exact_to``).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def _boxes(spec: FieldSpec, counted: Mapping[str, Any]) -> dict[str, Any]:
         "outside": int(counted.get("outside", 0)),
         "degenerate": int(counted.get("degenerate", 0)),
         "crowd": int(counted.get("crowd", 0)),
+        "clipped": int(counted.get("clipped", 0)),
+        "dropped": int(counted.get("dropped", 0)),
         "categories": [{"id": label, "name": names.get(label), "boxes": count} for label, count in by_label],
     }
 
