@@ -247,6 +247,15 @@ def test_fields_that_would_be_one_member_are_refused_naming_both(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_field_that_would_be_the_samples_image_member_stops_the_export_naming_it(tmp_path):
+    store = _one_field_store(tmp_path, [{"name": "png", "type": "image"}],
+                             [{"png": image_bytes(4, 4, 7, "JPEG")}])
+    with pytest.raises(ExportError, match="record 0000000000: field 'png' would be the member .png, which "
+                                          "the sample has already"):
+        datakit.export(store, tmp_path / "out", format="webdataset")
+    assert not list((tmp_path / "out").glob("*.tar"))
+
+
 def test_optional_values_and_other_types_become_members_a_reader_types_back(tmp_path):
     fields = [{"name": "score", "type": "float"}, {"name": "depth", "type": "image", "optional": True},
               {"name": "index", "type": "int"}, {"name": "vector", "type": "ndarray", "dtype": "int16",

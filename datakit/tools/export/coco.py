@@ -85,19 +85,20 @@ def coco_plan(schema: Schema, where: str) -> CocoPlan:
     """Where each field of ``schema`` goes (see the module's docstring).
 
     Raises:
-        ExportError: the store has nothing COCO holds: no boxes, instance masks, keypoints or captions.
+        ExportError: the store has nothing COCO holds: no boxes (with their instance masks and
+            keypoints) and no captions.
     """
     groups = [group for group in instance_fields(schema)
               if all(schema.canvas_field(spec) is schema.primary_image
                      for spec in (group.boxes, group.masks, group.keypoints) if spec is not None)]
-    chosen = next((group for group in groups if group.boxes is not None), groups[0] if groups else None)
+    chosen = next((group for group in groups if group.boxes is not None), None)
     image_id = next((spec.name for spec in schema.fields if spec.name == "image_id" and spec.type == "int"),
                     None)
     captions = _caption_field(schema)
     if chosen is None and captions is None:
-        raise ExportError(f"{where} holds nothing a COCO file keeps: no boxes, instance masks, keypoints or "
-                          f"captions (its fields: {', '.join(schema.names)}); export it as a folder or as "
-                          "webdataset")
+        raise ExportError(f"{where} holds nothing a COCO file keeps: no boxes (with their masks and "
+                          f"keypoints) and no captions (its fields: {', '.join(schema.names)}); export it as "
+                          "a folder or as webdataset")
     used = {*(chosen.names if chosen else []), *(name for name in (image_id, captions) if name)}
     kept, left_out = [], {}
     for spec in schema.fields:

@@ -128,7 +128,7 @@ def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLi
             ``<key>.<extension>``, ``<key>.cls`` and a member per field
             (single-label stores only); ``"coco"`` writes the images under
             their paths and ``annotations.json`` (and ``captions.json``),
-            for a store of boxes, masks, keypoints or captions.
+            for a store with boxes or captions.
 
     Returns:
         An :class:`ExportReport`.
