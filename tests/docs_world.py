@@ -40,6 +40,7 @@ def build(root: Path) -> Path:
     _photos(root)
     _recipe_stores(root)
     _shards_and_datasets(root)
+    _field_store(root)
     return root
 
 
@@ -100,6 +101,17 @@ def _shards_and_datasets(root: Path) -> None:
     save_quietly(DatasetDict({"train": rows, "test": test}), root / "hf_dir")
     (root / "parquet_dir").mkdir()
     rows.to_parquet(str(root / "parquet_dir" / "train.parquet"))
+
+
+def _field_store(root: Path) -> None:
+    """``coco.lmdb``, a detection store with captions (docs/fields.md), made by the test-only source of
+    :mod:`tests.field_stores` where no COCO conversion made it already."""
+    if (root / "coco.lmdb").exists():
+        return
+    from tests.field_stores import coco_like, field_store
+
+    schema, samples = coco_like(8)
+    field_store(root / "coco-images", root / "coco.lmdb", schema, samples)
 
 
 def missing_requirement(code: str) -> str | None:
