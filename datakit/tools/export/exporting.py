@@ -51,7 +51,7 @@ from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.tools.export import folder as export_folder
 from datakit.tools.export import webdataset as export_webdataset
 from datakit.tools.export.coco import ANNOTATIONS, CAPTIONS, coco_plan, write_coco
-from datakit.tools.export.members import member_names, sample_members
+from datakit.tools.export.members import Member, member_names, sample_members
 from datakit.tools.export.paths import check_placeable, file_name
 from datakit.tools.export.reading import image_file, records
 
@@ -210,7 +210,7 @@ def _export_shards(reader: StoreReader, spec: StoreSpec, target: str, identity: 
     _check_all_exported(report, len(labels), spec)
 
 
-def _samples(reader: StoreReader, spec: StoreSpec, names: dict[str, Any],
+def _samples(reader: StoreReader, spec: StoreSpec, names: dict[str, Member],
              labels: np.ndarray) -> Iterator[tuple[int, list[tuple[str, bytes]]]]:
     """Each record's members: its image, its ``.cls``, then a member per field."""
     raw = reader.manifest.payload_kind == PayloadKind.RAW.label
