@@ -20,7 +20,7 @@ install_moved_modules()
 _EXPORTS: dict[str, str] = {
     "convert": "datakit.conversion.pipeline",
     "ConversionReport": "datakit.conversion.report",
-    "inspect": "datakit.tools.inspection",
+    "inspect": "datakit.tools.inspect.summary",
     "export": "datakit.tools.export.exporting",
     "StoreDataset": "datakit.datasets",
     "LMDBDataset": "datakit.datasets",
@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.loader.transport.padding import PaddedCollate
     from datakit.loader.workers.worker import get_worker_info
     from datakit.tools.export.exporting import export
-    from datakit.tools.inspection import inspect
+    from datakit.tools.inspect.summary import inspect
 
 
 def __getattr__(name: str) -> Any:

@@ -42,6 +42,7 @@ def build(root: Path) -> Path:
     _recipe_stores(root)
     _shards_and_datasets(root)
     _coco(root)
+    _field_store(root)
     return root
 
 
@@ -121,6 +122,15 @@ def _coco(root: Path) -> None:
     shutil.rmtree(root / "coco-build")
     datakit.convert(root / "coco" / "train2017", root / "coco.lmdb", workers=1,
                     coco=[annotations / "instances_train2017.json", annotations / "captions_train2017.json"])
+def _field_store(root: Path) -> None:
+    """``coco.lmdb``, a detection store with captions (docs/fields.md), made by the test-only source of
+    :mod:`tests.field_stores` where no COCO conversion made it already."""
+    if (root / "coco.lmdb").exists():
+        return
+    from tests.field_stores import coco_like, field_store
+
+    schema, samples = coco_like(8)
+    field_store(root / "coco-images", root / "coco.lmdb", schema, samples)
 
 
 def missing_requirement(code: str) -> str | None:

@@ -226,7 +226,8 @@ def test_export_as_webdataset_writes_shards_that_convert_back_to_the_same_sample
     assert report.written == 40 and report.shards == 3
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
         "shard-000000.tar", "shard-000001.tar", "shard-000002.tar"]
-    members = _members(tmp_path / "out")
+    members = [(name, data) for name, data in _members(tmp_path / "out")  # its fields are members too
+               if name.rpartition(".")[2] in ("jpg", "png", "webp", "cls")]
     assert members[:4] == [("0000000000.jpg", stored[0][0]), ("0000000000.cls", str(stored[0][1]).encode()),
                            ("0000000001.png", stored[1][0]), ("0000000001.cls", str(stored[1][1]).encode())]
     assert [data for name, data in members if not name.endswith(".cls")] == images
