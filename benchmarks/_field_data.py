@@ -49,6 +49,7 @@ from datakit.tools.synthetic import (
 )
 
 DATAKIT = [sys.executable, "-m", "datakit"]
+STAND_IN = "the stand-in of benchmarks/_core_stores.py"
 
 
 def _made_once(path: str, make: Callable[[str], None]) -> str:
@@ -72,7 +73,7 @@ def _cli_convert(arguments: list[str]) -> subprocess.CompletedProcess[str]:
 
 def _refusal(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit {done.returncode}"
+    return lines[-1].removeprefix("Error: ") if lines else f"exit {done.returncode}"
 
 
 def coco_set(scratch: str, images: int) -> CocoSet:
@@ -109,10 +110,19 @@ def describe_coco(made: CocoSet) -> str:
             f"({min(counts)}-{max(counts)} per image)")
 
 
-def _store(path: str, make: Callable[[str], str]) -> tuple[str, str]:
-    """A store made once, and how it was made (kept beside it)."""
+def _store(path: str, make: Callable[[str], str], reuse_stand_in: bool) -> tuple[str, str]:
+    """A store made once, and how it was made (kept beside it).
+
+    A store the stand-in made is made again unless ``reuse_stand_in`` (a
+    benchmark's child processes reuse their parent's): the parent tries the
+    real source first every time, so a checkout that gains the source measures it.
+    """
     note = path + ".how"
-    if not (os.path.isdir(path) and os.path.isfile(note)):
+    kept = os.path.isdir(path) and os.path.isfile(note)
+    if kept and not reuse_stand_in:
+        with open(note, encoding="utf-8") as handle:
+            kept = not handle.read().startswith(STAND_IN)
+    if not kept:
         shutil.rmtree(path, ignore_errors=True)
         how = make(path)
         with open(note, "w", encoding="utf-8") as handle:
@@ -121,7 +131,7 @@ def _store(path: str, make: Callable[[str], str]) -> tuple[str, str]:
         return path, handle.read()
 
 
-def detection_store(scratch: str, made: CocoSet) -> tuple[str, str]:
+def detection_store(scratch: str, made: CocoSet, reuse_stand_in: bool = False) -> tuple[str, str]:
     """The COCO set's store, and how it was made: ``datakit convert --coco``, or the stand-in."""
     def make(path: str) -> str:
         if cli_takes("--coco"):
@@ -130,10 +140,10 @@ def detection_store(scratch: str, made: CocoSet) -> tuple[str, str]:
                 sys.exit(f"datakit convert --coco failed: {_refusal(done)}")
             return "datakit convert IMAGES STORE --coco FILE"
         coco_stand_in(made.images, made.annotations, path)
-        return ("the stand-in of benchmarks/_core_stores.py (this datakit's convert has no --coco yet): "
+        return (f"{STAND_IN} (this datakit's convert has no --coco yet): "
                 "the COCO source's specified schema, written through the conversion core")
 
-    return _store(os.path.join(scratch, f"coco-{len(made.listed)}.lmdb"), make)
+    return _store(os.path.join(scratch, f"coco-{len(made.listed)}.lmdb"), make, reuse_stand_in)
 
 
 @dataclass(frozen=True)
@@ -190,7 +200,7 @@ def caption_data(scratch: str, images: int, workers: int) -> CaptionData:
     return CaptionData(shards, photos, summary, sizes)
 
 
-def caption_store(scratch: str, data: CaptionData) -> tuple[str, str]:
+def caption_store(scratch: str, data: CaptionData, reuse_stand_in: bool = False) -> tuple[str, str]:
     """The shards' store, and how it was made: ``datakit convert shards/ STORE``, or the stand-in."""
     def make(path: str) -> str:
         done = _cli_convert([os.path.dirname(data.shards[0]), path])
@@ -203,10 +213,10 @@ def caption_store(scratch: str, data: CaptionData) -> tuple[str, str]:
             captions = json.load(handle)
         shutil.rmtree(path, ignore_errors=True)
         caption_stand_in(data.photos, captions, path)
-        return (f"the stand-in of benchmarks/_core_stores.py (this datakit refuses the shards: "
+        return (f"{STAND_IN} (this datakit refuses the shards: "
                 f"{_refusal(done)}): fields image and txt, written through the conversion core")
 
-    return _store(os.path.join(scratch, f"captions-{len(data.summary.files)}.lmdb"), make)
+    return _store(os.path.join(scratch, f"captions-{len(data.summary.files)}.lmdb"), make, reuse_stand_in)
 
 
 def _captions(made: CocoSet) -> list[str]:

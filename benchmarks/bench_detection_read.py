@@ -147,7 +147,7 @@ def main() -> None:
         made = coco_set(args.scratch, args.images)
     except DatakitError as exc:  # the real-photo corpus's packages are missing
         sys.exit(str(exc))
-    store, how = detection_store(args.scratch, made)
+    store, how = detection_store(args.scratch, made, reuse_stand_in=bool(args.child))
     if args.child:
         result = run_child(args.child, made.images, made.annotations, store, args.batch, args.epochs)
         print(json.dumps(result))

@@ -77,7 +77,7 @@ def convert_once(name: str, source: tuple[str, list[str]], dest: str, workers: i
     process_seconds = time.perf_counter() - started
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        return {"refused": lines[-1] if lines else f"exit {done.returncode}"}
+        return {"refused": lines[-1].removeprefix("Error: ") if lines else f"exit {done.returncode}"}
     report = json.loads(done.stdout)
     wanted = FIELD_KEPT.get(name)
     if wanted is not None and wanted not in datakit.LMDBDataset(dest).fields.names:

@@ -141,7 +141,7 @@ def main() -> None:
         data = caption_data(args.scratch, args.images, WORKERS)
     except DatakitError as exc:  # the real-photo corpus's packages are missing
         sys.exit(str(exc))
-    store, how = caption_store(args.scratch, data)
+    store, how = caption_store(args.scratch, data, reuse_stand_in=bool(args.child))
     if args.child:
         print(json.dumps(run_child(args.child, data, store, args.epochs)))
         return
