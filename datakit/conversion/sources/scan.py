@@ -66,6 +66,11 @@ class SourceChoice:
         image_root: the folder a Hugging Face dataset's image paths are read in
             (:mod:`datakit.conversion.sources.hf_images`); the dataset's own by default.
         splits: the splits of a Hugging Face ``DatasetDict`` to convert; all when empty.
+        optional: the fields a sample may lack (:meth:`~datakit.format.fields.schema.Schema.with_optional`).
+        columns: the columns of a Hugging Face dataset kept as fields besides its image and label
+            (``None``: every one; :mod:`datakit.conversion.sources.hf_fields`).
+        field_file: a field file (:mod:`datakit.conversion.sources.fieldfile`) naming an image
+            folder's files and their fields.
     """
 
     kind: str | None = None
@@ -74,6 +79,9 @@ class SourceChoice:
     store: StoreChoice = StoreChoice()
     image_root: str | None = None
     splits: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    columns: tuple[str, ...] | None = None
+    field_file: str | None = None
 
 
 def detect_kind(root: str, store: StoreChoice | None = None) -> str:
@@ -165,7 +173,8 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
         folder, rules = scan_huggingface(root, choice.image_column or "image", column,
                                          image_root=choice.image_root, splits=choice.splits)
     else:
-        folder, rules = scan_webdataset(root, column)
+        folder, rules = scan_webdataset(root, column, required=choice.label_column is not None,
+                                        optional=choice.optional)
     if label_file is None:
         return folder, rules
     return labelled_entries(folder, label_file), f"{rules} {label_scan_rules(label_file)}"
