@@ -28,7 +28,7 @@ from datakit.stores.conversion_state import CommittedState, ConversionSettings
 __all__ = ["check_resumable"]
 
 _LABELS_RULES = "labels "  # how label_scan_rules() names a label file's order
-_DATASET_RULES = ("huggingface ", "webdataset ", "datakit ")  # how sources other than folders name entries
+_DATASET_RULES = ("huggingface ", "webdataset ", "datakit ", "fields ")  # sources naming entries otherwise
 _OVERWRITE = option("overwrite")
 
 
