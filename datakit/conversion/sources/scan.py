@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from datakit.conversion.sources.entries import SourceFolder
+from datakit.conversion.sources.fieldfile import field_scan_rules, fielded_folder, read_field_file
 from datakit.conversion.sources.folder import scan_folder, scan_rules
 from datakit.conversion.sources.foreign.layouts import STORE_KINDS, StoreChoice, scan_store, store_kind
 from datakit.conversion.sources.huggingface import SAVED_MARKERS, TABLE_SUFFIXES, scan_huggingface
@@ -47,6 +48,7 @@ SOURCE_KINDS = ("folder", "huggingface", "webdataset", *STORE_KINDS)
 """The kinds of source a conversion reads."""
 
 _KIND = Spelling("source_kind=", "--source-kind")
+_FIELDS = Spelling("fields=FILE", "--fields FILE")
 _COMPRESSED_SHARDS = {".tar.gz": "gunzip", ".tgz": "gunzip", ".tar.zst": "zstd -d", ".tar.zstd": "zstd -d",
                       ".tar.xz": "xz -d", ".tar.bz2": "bunzip2"}
 """Compressed tar shards, which datakit does not read, and the command that makes each a ``.tar``."""
@@ -151,7 +153,7 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     Raises:
         SourceError: the source is missing, ambiguous, empty or unreadable, or
             an option does not apply to its kind.
-        LabelFileError: the label file is malformed.
+        LabelFileError: the label file (or the field file: ``FieldFileError``) is malformed.
         ValueError: ``choice.kind`` is not one of :data:`SOURCE_KINDS`.
     """
     if choice.kind is not None and choice.kind not in SOURCE_KINDS:
@@ -160,10 +162,21 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     label_file = read_label_file(labels) if labels is not None else None
     if kind in STORE_KINDS:
         given: dict[str, object] = {"extensions": extensions, "image_column": choice.image_column,
-                 "label_column": choice.label_column, "image_root": choice.image_root, "split": choice.splits}
+                 "label_column": choice.label_column, "image_root": choice.image_root, "split": choice.splits,
+                 "optional": choice.optional, "columns": choice.columns, "fields": choice.field_file}
         return scan_store(root, kind, choice.store, label_file, given)
     _check_choice(root, kind, choice, labels, extensions)
     if kind == "folder":
+        if choice.field_file is not None:
+            field_file = read_field_file(choice.field_file)
+            return (fielded_folder(root, field_file, tuple(extensions), choice.optional),
+                    field_scan_rules(field_file))
+        if choice.optional:
+            raise SourceError.advising("{option} applies to sources with fields (WebDataset members, Hugging "
+                                       "Face columns, a field file: {fields}); {root} is an image folder",
+                                       option=Spelling(f"optional={list(choice.optional)!r}", " ".join(
+                                           f"--optional {name}" for name in choice.optional)), root=root,
+                                       fields=_FIELDS)
         if label_file is not None:
             return labelled_folder(root, label_file, tuple(extensions)), label_scan_rules(label_file)
         folder = scan_folder(root, extensions)
@@ -171,7 +184,9 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     column = None if label_file is not None else (choice.label_column or "label")
     if kind == "huggingface":
         folder, rules = scan_huggingface(root, choice.image_column or "image", column,
-                                         image_root=choice.image_root, splits=choice.splits)
+                                         image_root=choice.image_root, splits=choice.splits,
+                                         label_required=choice.label_column is not None,
+                                         columns=choice.columns, optional=choice.optional)
     else:
         folder, rules = scan_webdataset(root, column, required=choice.label_column is not None,
                                         optional=choice.optional)
@@ -188,6 +203,7 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
             raise SourceError(f"{name} applies to existing stores (datakit's, the pickle recipe's, image "
                               f"LMDBs), not to {root} ({kind})")
     _check_hf_only(root, kind, choice)
+    _check_field_file(root, kind, choice, labels)
     given = {"image_column": choice.image_column, "label_column": choice.label_column}
     if kind == "folder":
         for name, value in given.items():
@@ -209,6 +225,22 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
             "{column} and {labels} both give the labels; choose one",
             column=option("label_column", choice.label_column),
             labels=Spelling("labels=FILE", "--labels FILE"))
+
+
+def _check_field_file(root: str, kind: str, choice: SourceChoice, labels: object) -> None:
+    """Refuse a field file for a source that is no image folder, or beside a label file."""
+    if choice.field_file is not None and kind != "folder":
+        raise SourceError.advising("{fields} applies to image folders, not to {root} ({kind}), whose fields "
+                                   "come from the source itself", fields=_FIELDS, root=root, kind=kind)
+    if choice.field_file is not None and labels is not None:
+        raise SourceError.advising("{labels} and {fields} both give the labels (a field file's 'label' "
+                                   "column); choose one", labels=Spelling("labels=FILE", "--labels FILE"),
+                                   fields=_FIELDS)
+    if choice.columns is not None and kind != "huggingface":
+        raise SourceError.advising("{option} applies to Hugging Face datasets, not to {root} ({kind})",
+                                   option=Spelling(f"columns={list(choice.columns)!r}",
+                                                   f"--columns {','.join(choice.columns)}"),
+                                   root=root, kind=kind)
 
 
 def _check_hf_only(root: str, kind: str, choice: SourceChoice) -> None:
