@@ -3,11 +3,12 @@
 ::
 
     scan the source    sources/scan.py tells the kind: sources/folder.py (ImageFolder's files and
-                       order), sources/labelfile.py (a label file's), sources/huggingface.py (a
-                       datasets dataset on disk; sources/hf_images.py: its rows' images, paths read
-                       inside the image root only), sources/webdataset.py (tar shards), sources/foreign/
-                       (other tools' stores); all yield the same entries (sources/entries.py), whose
-                       bytes their readers get (sources/files.py for files)
+                       order), sources/labelfile.py (a label file's), sources/fieldfile.py (a field
+                       file's), sources/huggingface.py (a datasets dataset on disk; hf_images.py: its
+                       rows' images, read inside the image root only; hf_fields.py: its other columns),
+                       sources/webdataset/ (tar shards, every member a field), sources/foreign/ (other
+                       tools' stores); all yield the same entries (sources/entries.py), whose bytes
+                       (sources/files.py for files) and fields (fields.py) the readers get
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
@@ -88,6 +89,9 @@ def convert(
     source_collection: str | None = None,
     image_root: str | os.PathLike[str] | None = None,
     split: str | Sequence[str] | None = None,
+    fields: str | os.PathLike[str] | None = None,
+    columns: Sequence[str] | None = None,
+    optional: Sequence[str] = (),
 ) -> ConversionReport:
     """Pack the image folder (or Hugging Face dataset, or WebDataset shards) ``src`` into the store ``dest``.
 
@@ -190,6 +194,12 @@ def convert(
         split: the split, or splits, of a Hugging Face ``DatasetDict`` to convert
             (kept in the dataset's order); by default every split, into this one
             store, which the report (``splits``) and the manifest record.
+        fields: a field file (CSV or JSON Lines of ``path`` and any columns) naming the images
+            under ``src`` and their fields, a column each; a ``label`` column is their class
+            (:mod:`datakit.conversion.sources.fieldfile`). Not with ``labels``.
+        columns: the columns of a Hugging Face dataset kept as fields besides its image and label
+            (by default every column a field holds: :mod:`datakit.conversion.sources.hf_fields`).
+        optional: fields a sample may lack (a WebDataset member some samples do not have).
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
@@ -240,9 +250,10 @@ def convert(
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
     folder, rules = scan_source(root, labels, extensions, SourceChoice(
-        source_kind, image_column, label_column, store, _folder_path(image_root), _splits(split)))
+        source_kind, image_column, label_column, store, _folder_path(image_root), _splits(split),
+        _names("optional", optional) or (), _names("columns", columns), _folder_path(fields)))
     check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
-    _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
+    _warn_caller([*(_hidden_class_warning(folder, name) for name in folder.hidden_classes()), *folder.notes])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality, boxes)
     report = scanned_report(folder, spec.describe(), wanted.exif_transpose, wanted.max_side)
     _check_not_empty(folder, report, resume or append)
@@ -332,6 +343,15 @@ def _discarded(spec: StoreSpec, report: ConversionReport) -> SourceError:
 
 def _folder_path(path: str | os.PathLike[str] | None) -> str | None:
     return None if path is None else os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def _names(argument: str, names: Sequence[str] | None) -> tuple[str, ...] | None:
+    """A list of field or column names as a tuple (``None`` stays ``None``)."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(name, str) and name for name in names):
+        raise ValueError(f"{argument} must be a list of names, not {names!r}")
+    return tuple(names)
 
 
 def _splits(split: str | Sequence[str] | None) -> tuple[str, ...]:
