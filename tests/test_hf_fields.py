@@ -164,3 +164,17 @@ def test_an_append_with_other_columns_is_refused_naming_the_field(tmp_path):
     with pytest.raises(ConversionError, match="has the fields image, label, caption; this source's "
                                                       "field 'score' is not among them"):
         datakit.convert(src, tmp_path / "s", columns=["caption", "score"], append=True)
+
+
+def test_splits_whose_columns_differ_are_refused_naming_the_column_unless_it_is_left_out(tmp_path):
+    images = {"image": [{"bytes": image_bytes(row), "path": None} for row in range(2)], "label": [0, 1]}
+    typed = {"image": datasets.Image(), "label": datasets.ClassLabel(names=["x", "y"])}
+    captioned = datasets.Features({**typed, "caption": datasets.Value("string")})
+    train = datasets.Dataset.from_dict({**images, "caption": ["a", "b"]}, features=captioned)
+    test = datasets.Dataset.from_dict(images, features=datasets.Features(typed))
+    src = save_quietly(datasets.DatasetDict({"train": train, "test": test}), tmp_path / "hf")
+    differ = r"the column 'caption' is Value\('string'\) in one split or file and missing in another; leave"
+    with pytest.raises(SourceError, match=differ):
+        datakit.convert(src, tmp_path / "s")
+    datakit.convert(src, tmp_path / "s", columns=[], workers=1)
+    assert len(datakit.LMDBDataset(tmp_path / "s")) == 4

@@ -61,15 +61,17 @@ def column_fields(tables: Sequence[Any], taken: Sequence[str], columns: Sequence
             tables type a column differently.
     """
     features = tables[0].features
-    for table in tables[1:]:
-        if table.features != features:
-            raise SourceError(f"{where}: its splits or files have different columns or types ({features} and "
-                              f"{table.features}); convert them into separate stores")
     for name in columns or ():
         if name not in features:
             raise SourceError(f"{where} has no column {name!r} (its columns: {', '.join(features)}); name "
                               "the columns to keep with --columns (columns= in Python)")
     chosen = [name for name in features if name not in taken and (columns is None or name in columns)]
+    for table in tables[1:]:
+        differs = next((name for name in chosen if table.features.get(name) != features[name]), None)
+        if differs is not None:
+            raise SourceError(f"{where}: the column {differs!r} is {features[differs]} in one split or file "
+                              f"and {table.features.get(differs, 'missing')} in another; leave it out with "
+                              "--columns, or convert them into separate stores")
     specs, left_out = [], []
     for name in chosen:
         spec = field_of(name, features[name]) if name not in _SAMPLE_NAMES else \
