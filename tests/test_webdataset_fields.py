@@ -197,6 +197,16 @@ def test_labels_come_from_cls_or_json_and_a_named_label_key_that_no_sample_has_i
     assert [label for _, label in datakit.LMDBDataset(tmp_path / "v", output="bytes")] == [-1, -1]
 
 
+def test_a_label_file_naming_samples_keeps_their_member_fields(tmp_path):
+    shard, images = _caption_shard(tmp_path / "c.tar", count=3)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("path,label\nc/0002.jpg,dog\nc/0000.jpg,cat\n")
+    report = datakit.convert(shard, tmp_path / "s", labels=labels, workers=1)
+    assert report.unlisted == ["c/0001.jpg"]
+    assert [(sample["image"], sample["label"], sample["txt"]) for sample in _samples(tmp_path / "s")] == [
+        (images[2], 1, "a photo number 2"), (images[0], 0, "a photo number 0")]
+
+
 def test_bad_member_values_skip_their_sample_naming_the_field_and_npy_headers_are_checked(tmp_path):
     images = [image_bytes(seed) for seed in range(7)]
     good: Members = {"txt": "ok", "json": {}, "cls2": "1", "npy": npy(np.zeros(2))}
