@@ -24,6 +24,7 @@ __all__ = [
     "DatakitError",
     "SourceError",
     "LabelFileError",
+    "FieldFileError",
     "ExportError",
     "DestinationExistsError",
     "ConversionError",
@@ -120,6 +121,10 @@ class SourceError(DatakitError):
 
 class LabelFileError(SourceError):
     """A label file (``datakit convert --labels``) is malformed; the message names its line."""
+
+
+class FieldFileError(LabelFileError):
+    """A field file (``datakit convert --fields``) is malformed; the message names its line and column."""
 
 
 class ExportError(DatakitError):

@@ -92,6 +92,14 @@ def _shards_and_datasets(root: Path) -> None:
     write_shard(root / "shards" / "train-000.tar",
                 [(f"{n:04d}", {"jpg": image, "cls": str(label)})
                  for n, (image, label) in enumerate(zip(images, labels, strict=True))])
+    pairs = [(f"{n:04d}", {"jpg": image, "txt": f"a photo number {n}", "json": {"n": n}})
+             for n, image in enumerate(images)]
+    write_shard(root / "pairs.tar", pairs)  # docs/fields.md: image-text pairs, a field file
+    (root / "images" / "cats").mkdir(parents=True)
+    for n in (1, 2):
+        (root / "images" / "cats" / f"00{n}.jpg").write_bytes(image_bytes(10 + n))
+    (root / "meta.csv").write_text('path,caption,width,score\ncats/001.jpg,"a cat, sitting",640,0.91\n'
+                                   "cats/002.jpg,a cat asleep,480,\n")
     if importlib.util.find_spec("datasets") is None:
         return
     from datasets import DatasetDict

@@ -32,6 +32,13 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+def _parse_names(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    """``a,b`` → ``("a", "b")``; ``None`` when the option is not given."""
+    if value is None:
+        return None
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
 class _Source(UserPath):
     """SRC: an existing path (a folder, or a file: shards, tables, an LMDB file), or a
     ``mongodb://`` URI (a datakit store, or the pickle recipe's MongoDB layout), taken as it is."""
@@ -121,6 +128,17 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "datakit", "recipe_lmdb"
               help="Boxes outside their image, of no size or with a NaN coordinate: keep them as given "
                    "(counted), clip them to the image, drop them with their masks and keypoints, or refuse "
                    "their image (skipped, naming the annotation).")
+@click.option("--fields", "field_file", type=UserPath(exists=True, dir_okay=False, readable=True),
+              default=None, metavar="FILE",
+              help="Take the images and their fields from FILE: CSV with a header naming path and any "
+                   "columns, or JSON Lines (.jsonl) of {\"path\": ..., ...}; every column is a field, a "
+                   "'label' column the class. Not with --labels.")
+@click.option("--columns", metavar="NAME,...", callback=_parse_names, default=None,
+              help="Hugging Face: the columns kept as fields besides the image and the label (default: "
+                   "every column a field can hold).")
+@click.option("--optional", "optional", metavar="NAME", multiple=True,
+              help="A field some samples lack (a WebDataset member): stored as none there (repeat for "
+                   "several); otherwise such a sample is refused.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
@@ -130,7 +148,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                     exif_transpose: bool, max_side: int | None, quality: int, source_kind: str | None,
                     image_column: str | None, label_column: str | None, class_name: str | None,
                     index: str | None, source_collection: str | None, image_root: str | None,
-                    splits: tuple[str, ...], coco: tuple[str, ...], boxes: str, verbose: bool, as_json: bool,
+                    splits: tuple[str, ...], coco: tuple[str, ...], boxes: str, field_file: str | None,
+                    columns: tuple[str, ...] | None, optional: tuple[str, ...], verbose: bool, as_json: bool,
                     quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
@@ -143,7 +162,9 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     an LMDB of encoded images (with --class or --labels), or the recipe's
     MongoDB layout (SRC mongodb://HOST/DB with --source-collection and
     --index). Pickles are read through an allow-list, never run. With --coco,
-    SRC is the folder of the images a COCO annotation file lists.
+    SRC is the folder of the images a COCO annotation file lists. A WebDataset
+    sample's other members, a dataset's other columns and a --fields file's
+    columns are kept as fields (LMDBDataset(DEST)[i] is then a dict).
     DEST is a path for an LMDB store (outside SRC), or a mongodb:// URI for a
     MongoDB collection. Unreadable or broken images and unreadable folders are
     skipped and listed; the conversion can be killed at any time and finished
@@ -173,7 +194,7 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          source_kind=source_kind, image_column=image_column, label_column=label_column,
                          class_name=class_name, index=index, source_collection=source_collection,
                          image_root=image_root, split=list(splits) or None, coco=list(coco) or None,
-                         boxes=boxes)
+                         boxes=boxes, fields=field_file, columns=columns, optional=optional)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose, chosen=bool(splits)))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "

@@ -3,12 +3,13 @@
 ::
 
     scan the source    sources/scan.py tells the kind: sources/folder.py (ImageFolder's files and
-                       order), sources/labelfile.py (a label file's), sources/huggingface.py (a
-                       datasets dataset on disk; sources/hf_images.py: its rows' images, paths read
-                       inside the image root only), sources/webdataset.py (tar shards), sources/foreign/
-                       (other tools' stores), sources/coco/ (an images folder and COCO annotation
-                       files); all yield the same entries (sources/entries.py), whose bytes their
-                       readers get (sources/files.py for files)
+                       order), sources/labelfile.py (a label file's), sources/fieldfile.py (a field
+                       file's), sources/huggingface.py (a datasets dataset on disk; hf_images.py: its
+                       rows' images, read inside the image root only; hf_fields.py: its other columns),
+                       sources/webdataset/ (tar shards, every member a field), sources/foreign/ (other
+                       tools' stores), sources/coco/ (an images folder and COCO annotation files); all
+                       yield the same entries (sources/entries.py), whose bytes (sources/files.py for
+                       files) and fields (fields.py) the readers get
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
@@ -44,11 +45,12 @@ from datakit.conversion.numbering import COMMIT_RECORDS, ProgressCallback, batch
 from datakit.conversion.reading import read_pending, too_many_readers
 from datakit.conversion.report import ConversionReport, checked, nothing_stored, scanned_report
 from datakit.conversion.run import Run, start_run
+from datakit.conversion.sources.choice import SourceChoice
 from datakit.conversion.sources.datakit_store import StoreFolder, check_not_the_source, kept_settings
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.foreign.layouts import StoreChoice
 from datakit.conversion.sources.labelfile import LabelledFolder
-from datakit.conversion.sources.scan import SourceChoice, annotation_files, scan_source
+from datakit.conversion.sources.scan import scan_source
 from datakit.errors import DatakitWarning, SourceError
 from datakit.format.fields.schema import Schema
 from datakit.stores import given_options, is_mongodb_uri
@@ -90,6 +92,9 @@ def convert(
     image_root: str | os.PathLike[str] | None = None,
     split: str | Sequence[str] | None = None,
     coco: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    fields: str | os.PathLike[str] | None = None,
+    columns: Sequence[str] | None = None,
+    optional: Sequence[str] = (),
 ) -> ConversionReport:
     """Pack the image folder (or Hugging Face dataset, or WebDataset shards) ``src`` into the store ``dest``.
 
@@ -200,6 +205,12 @@ def convert(
             give, and no class label; ``target_format="torchvision-detection"``
             reads it as torchvision's COCO wrapper does
             (:mod:`datakit.conversion.sources.coco`). Not with ``labels``.
+        fields: a field file (CSV or JSON Lines of ``path`` and any columns) naming the images
+            under ``src`` and their fields, a column each; a ``label`` column is their class
+            (:mod:`datakit.conversion.sources.fieldfile`). Not with ``labels``.
+        columns: the columns of a Hugging Face dataset kept as fields besides its image and label
+            (by default every column a field holds: :mod:`datakit.conversion.sources.hf_fields`).
+        optional: fields a sample may lack (a WebDataset member some samples do not have).
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
@@ -249,12 +260,12 @@ def convert(
     _check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
-    folder, rules = scan_source(root, labels, extensions, SourceChoice(
-        source_kind, image_column, label_column, store, _folder_path(image_root), _splits(split),
-        annotation_files(coco)))
+    choice = SourceChoice.given(source_kind, image_column, label_column, store, image_root=image_root,
+                                split=split, coco=coco, optional=optional, columns=columns, fields=fields)
+    folder, rules = scan_source(root, labels, extensions, choice)
     refuse_moving_images(folder, max_side, exif_transpose)
     check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
-    _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
+    _warn_caller([*(_hidden_class_warning(folder, name) for name in folder.hidden_classes()), *folder.notes])
     wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality, boxes)
     report = scanned_report(folder, spec.describe(), wanted.exif_transpose, wanted.max_side)
     _check_not_empty(folder, report, resume or append)
@@ -340,21 +351,6 @@ def _discarded(spec: StoreSpec, report: ConversionReport) -> SourceError:
         with contextlib.suppress(OSError):  # it holds files of the user's: keep them
             os.rmdir(local)
     return nothing_stored(report)
-
-
-def _folder_path(path: str | os.PathLike[str] | None) -> str | None:
-    return None if path is None else os.path.abspath(os.path.expanduser(os.fspath(path)))
-
-
-def _splits(split: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``split=`` as a tuple of names: one name, or several (a list)."""
-    if split is None:
-        return ()
-    names = (split,) if isinstance(split, str) else tuple(split)
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"split must be a split's name or a list of them, not {split!r}")
-    return names
 
 
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,

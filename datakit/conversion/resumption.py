@@ -28,7 +28,7 @@ from datakit.stores.conversion_state import CommittedState, ConversionSettings
 __all__ = ["check_resumable"]
 
 _LABELS_RULES = "labels "  # how label_scan_rules() names a label file's order
-_DATASET_RULES = ("huggingface ", "webdataset ", "datakit ", "coco ")
+_DATASET_RULES = ("huggingface ", "webdataset ", "datakit ", "coco ", "fields ")
 """How the scan rules of sources other than folders begin: their entries are pinned by their files' digest."""
 _OVERWRITE = option("overwrite")
 

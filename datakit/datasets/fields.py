@@ -95,8 +95,9 @@ class FieldDecoder:
 
 def _put(sample: dict[str, Any], spec: FieldSpec, value: Any, canvas: Canvas | None, record: Record, key: str,
          image: ImageDecoder) -> None:
-    """Add the decoded ``value`` of ``spec`` to ``sample`` in torch's and torchvision's types."""
-    types = tv_tensors()
+    """Add the decoded ``value`` of ``spec`` to ``sample`` in torch's and torchvision's types
+    (torchvision is tried only for the types it has: boxes, masks, keypoints)."""
+    types = tv_tensors() if spec.type in ("boxes", "masks", "keypoints") else None
     if isinstance(value, ImageValue):
         header = RecordHeader(value.kind, -1, value.width, value.height, value.channels, len(value.payload),
                               record.header.version)

@@ -140,6 +140,9 @@ class SourceFolder:
         schema: the samples' fields when they are more than an image and its
             label (:mod:`datakit.format.fields`); ``None`` for a classification source.
         fields: how a reader process gets each entry's other field values.
+        notes: what the scan left out that the caller should hear of (a
+            dataset's columns no field can hold); :func:`datakit.convert` warns
+            with each.
         payload_kind: ``"raw"`` when the source's images are pixel arrays,
             which are stored as raw records whatever format was asked for;
             ``""`` to store them as asked (the pickle recipe's stores,
@@ -169,6 +172,7 @@ class SourceFolder:
     splits: dict[str, int] = field(default_factory=dict)
     schema: Schema | None = None
     fields: EntryFields | None = None
+    notes: list[str] = field(default_factory=list)
 
     def hidden_classes(self) -> list[str]:
         """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to

@@ -84,6 +84,25 @@ class Schema:
     def to_json(self) -> list[dict[str, Any]]:
         return [spec.to_json() for spec in self.fields]
 
+    def with_optional(self, names: Iterable[str]) -> Schema:
+        """This schema with the fields ``names`` optional (a sample may have no value for them).
+
+        Raises:
+            FieldError: a name is no field of the schema, or names its primary image or its label,
+                which every sample has.
+        """
+        wanted = set(names)
+        unknown = sorted(wanted - set(self.names))
+        if unknown:
+            raise FieldError(f"no field {', '.join(map(repr, unknown))} to make optional; the fields are "
+                             f"{', '.join(self.names)}")
+        for spec in (self.primary_image, self.label):
+            if spec is not None and spec.name in wanted:
+                raise FieldError(f"the {spec.type} field {spec.name!r} cannot be optional: every sample has "
+                                 f"its {spec.type}")
+        return Schema(tuple(FieldSpec(spec.name, spec.type, spec.optional or spec.name in wanted,
+                                      spec.options) for spec in self.fields))
+
     # What readers and writers ask of it.
 
     @property
