@@ -29,6 +29,8 @@ import pyarrow.parquet as pq
 from hypothesis import strategies as st
 from PIL import Image
 
+from datakit.conversion.sources.class_names import MAX_CLASS_NAME
+
 SECRET = "private/secret.jpg"
 """An image outside the dataset's folder: no trial without ``--image-root`` above it may store it."""
 
@@ -218,6 +220,9 @@ def draw_table_trial(draw: Any, folder: Path) -> TableTrial:
             out.write_table(table)
     else:
         src = _saved(table, dataset, trial, draw(st.sampled_from([None, "train", "test", "nope"])))
+    # a class name longer than a store holds refuses the table, naming its row
+    trial.refused = trial.refused or (label_kind == "text" and any(
+        isinstance(row.label, str) and len(row.label.strip()) > MAX_CLASS_NAME for row in trial.rows))
     workers = draw(st.sampled_from([1, 1, 1, 2]))
     trial.args = [str(src), str(folder / "store"), "--json", "-j", str(workers), *trial.args]
     return trial

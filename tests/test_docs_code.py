@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from datakit.cli import cli
@@ -191,11 +192,33 @@ def _run_python(block: Block, code: str, names: dict[str, Any]) -> None:
     names.clear()
 
 
+_FORK = multiprocessing.get_context("fork")
+
+
+class _OneThreadProcess(_FORK.Process):  # type: ignore[name-defined,misc]
+    """A forked run that first drops torch's intra-op threads, as a loader worker does: the OpenMP
+    pool this process may have started is not fork-safe (a run that flipped a tensor hung forever in
+    libgomp's barrier, waiting for threads the child does not have)."""
+
+    def run(self) -> None:
+        torch.set_num_threads(1)
+        super().run()
+
+
+class _ForkContext:
+    """The fork context, with runs that drop torch's threads first."""
+
+    Process = _OneThreadProcess
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_FORK, name)
+
+
 class _ForkedRuns:
     """``multiprocessing`` for ``datakit.tools.benchmark``, whose runs then fork instead of spawning."""
 
     def get_context(self, method: str | None = None) -> Any:
-        return multiprocessing.get_context("fork")
+        return _ForkContext()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(multiprocessing, name)
