@@ -24,11 +24,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from torch.utils.data import Dataset
 
 from datakit.datasets.batch_reading import batch_sample_shape, read_raw_batch_into
 from datakit.datasets.error_budget import RecordReading
+from datakit.datasets.fused_samples import FusedSamples
 from datakit.datasets.paths import PathLookup, SamplePaths
 from datakit.datasets.samples import (
     OUTPUTS,
@@ -87,7 +87,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             torchvision's ``wrap_dataset_for_transforms_v2``: a set, or ``"all"``).
         transforms: applied to each whole sample (a dict, or ``(image,
             target)``), as torchvision's ``transforms`` of its detection
-            datasets; ``transform`` applies to the image alone.
+            datasets; ``transform`` applies to the image alone. A
+            :mod:`datakit.vision` pipeline here is fused as ``transform``'s
+            is, and moves the sample's boxes, masks and keypoints with the
+            pixels (``docs/vision.md``, "Boxes, masks and keypoints").
         field_transforms: a callable per field name applied to that field's
             value where the sample is read (a tokenizer on a caption, in the
             loader's workers).
@@ -143,6 +146,11 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.target_transform = target_transform
         self.output: Output = output
         self._fused = FusedPipeline.from_transform(transform)
+        whole = FusedPipeline.from_transform(transforms)
+        if whole is not None and self._fused is not None:
+            raise ValueError("transform= and transforms= are both datakit.vision pipelines: give one, as "
+                             "transforms= to move boxes, masks and keypoints with the image")
+        self._fused = whole or self._fused
         with self.spec.open_reader() as reader:
             self.manifest: Manifest = reader.manifest
             self.targets: np.ndarray = reader.labels()
@@ -151,7 +159,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.fields: Schema = self.manifest.sample_fields
         self.transforms = transforms
         self._shapes = field_samples(self.fields, fields, target_format, target_keys, field_transforms)
-        check_field_transforms(self.fields, self._shapes, self._fused, target_transform)
+        check_field_transforms(self.fields, self._shapes, self._fused, target_transform, whole is not None)
+        self._fused_samples = None if self._fused is None else FusedSamples(
+            self._fused, self.manifest, self.targets, self._shapes, whole is not None)
         self._reading = RecordReading(self.spec, self.manifest)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 
@@ -233,14 +243,12 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """Read a whole batch in one round trip to the store."""
         positions = _positions(indices, len(self))
         raw = self._reading.read_batch(positions, self.on_error)
-        use = self._sample if self._fused is None else self._decode_fused
+        fused = self._fused_samples
+        use = self._sample if fused is None else fused.decode
         loaded = [self._reading.load(position, data, use, self.on_error, self.max_errors)
                   for position, data in zip(positions, raw, strict=True)]
-        if self._fused is not None:  # the per-sample steps, over the batch at once
-            where = [position for position, _, _ in loaded]
-            images = self._fused.samples([pixels for _, pixels, _ in loaded], where)
-            rests = [rest for _, _, rest in loaded]
-            loaded = [self._with_image(image, rest) for image, rest in zip(images, rests, strict=True)]
+        if fused is not None:  # the per-sample steps, over the batch at once
+            return fused.samples(loaded, self.target_transform, None if fused.whole else self.transforms)
         if self._shapes is not None:
             loaded = [self._shapes.finish(sample) for sample in loaded]
         if self.target_transform is not None:
@@ -248,13 +256,6 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         if self.transforms is not None:
             loaded = [self.transforms(sample) for sample in loaded]
         return loaded
-
-    def _with_image(self, image: torch.Tensor, rest: Any) -> Any:
-        """A fused sample: its image and its label, or its fields with the image put in."""
-        if self._shapes is None:
-            return (image, rest)
-        rest[self._shapes.image_key] = image
-        return rest
 
     def _sample(self, position: int, data: bytes) -> Any:
         key, record = parse_record(data, position, self.manifest, self.targets)
@@ -271,17 +272,6 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         image = decode_payload(record, key, self.output)
         return image if self.transform is None else self.transform(image)
 
-    def _decode_fused(self, position: int, data: bytes) -> tuple[int, torch.Tensor, Any]:
-        """Where the sample came from (a skipped record's replacement), its fused pixels, its label
-        (or the rest of its fields)."""
-        assert self._fused is not None
-        key, record = parse_record(data, position, self.manifest, self.targets)
-        pixels = checked_decode(key, self._fused.decode_sample, record, position)
-        label = record_label(record, position, self.manifest, self.targets)
-        if self._shapes is None:
-            return position, pixels, label
-        return position, pixels, self._shapes.decode(record, key, label, _no_image)
-
     # Batch-native reading: decoding straight into a batch the loader preallocated.
 
     def batch_sample_shape(self) -> tuple[int, int, int] | None:
@@ -292,8 +282,8 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         building, collating and pickling one tensor per sample; see
         :func:`datakit.datasets.batch_reading.batch_sample_shape` for when.
         """
-        if self._shapes is not None:
-            return None  # dicts of fields, or detection pairs: collated the ordinary way
+        if self._shapes is not None or (self._fused_samples is not None and self._fused_samples.whole):
+            return None  # dicts of fields, detection pairs, whole samples: collated the ordinary way
         return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
                                   self.target_transform)
 
@@ -335,7 +325,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         batch. None otherwise. The loader's optional hook
         (``SupportsBatchFinish`` in ``datakit/loader/workers/batch_contract.py``).
         """
-        return self._fused.batch_steps() if self._fused is not None else None
+        if self._fused_samples is None or self._fused_samples.whole:
+            return None  # whole samples run every step where they are read
+        return self._fused_samples.pipeline.batch_steps()
 
     @property
     def collate_fn(self) -> Callable[[Sequence[Any]], Any]:
@@ -345,7 +337,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         :class:`datakit.DataLoader` mixes batches itself. Once it is taken, reads
         no longer warn that MixUp/CutMix is left out.
         """
-        return self._fused.collate_fn() if self._fused is not None else default_collate
+        if self._fused_samples is None or self._fused_samples.whole:
+            return default_collate
+        mixing: Callable[[Sequence[Any]], Any] = self._fused_samples.pipeline.collate_fn()
+        return mixing
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = parse_record(data, position, self.manifest, self.targets)
@@ -373,11 +368,6 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
         return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
                 f"{len(self.classes)} classes, {produces})")
-
-
-def _no_image(record: Record, key: str) -> None:
-    """The primary image of a fused sample: decoded by the fused pipeline instead, and put in after."""
-    return None
 
 
 def _positions(indices: Sequence[int], length: int) -> list[int]:

@@ -121,6 +121,14 @@ class TargetSample:
             image = type(self._image)(image)  # keep torchvision's Image type, as its transforms do
         self._image = image
 
+    @property
+    def annotated(self) -> bool:
+        """Whether the sample holds boxes, masks or keypoints."""
+        named = {*self.layout.boxes, *self.layout.masks, *self.layout.keypoints}
+        return self._fields is not None and any(
+            isinstance(value, PlaceableMasks) or tv_kind(value) in ("boxes", "masks", "keypoints")
+            or (key in named and isinstance(value, torch.Tensor)) for key, value in self._fields.items())
+
     def take(self, result: Any, what: str) -> None:
         """Read the sample again from ``result``, what an operation given the whole sample returned.
 
