@@ -24,6 +24,7 @@ import torch
 
 from datakit.datasets.samples import checked_decode, parse_record, record_label
 from datakit.datasets.shapes import FieldSamples
+from datakit.errors import TransformError
 from datakit.format.manifest import Manifest
 from datakit.format.records import Record
 from datakit.vision.pipeline import FusedPipeline
@@ -91,12 +92,15 @@ class FusedSamples:
     def _whole(self, decoded: Sequence[Decoded], where: list[int],
                target_transform: Callable[[Any], Any] | None) -> list[Any]:
         samples = []
-        for _, pixels, placement, rest in decoded:
+        for position, pixels, placement, rest in decoded:
             sample = self._built(pixels, rest)
             if target_transform is not None:
                 sample = (sample[0], target_transform(sample[1]))
             target = TargetSample(sample, self.layout)
-            target.move(placement.steps, placement.source)
+            try:
+                target.move(placement.steps, placement.source)
+            except TransformError as exc:
+                raise TransformError(f"sample {position}: {exc}") from None
             samples.append(target)
         images = self.pipeline.samples([target.image for target in samples], where, samples)
         for target, image in zip(samples, images, strict=True):

@@ -89,10 +89,9 @@ class RandomCrop(Transform):
         self.padding_mode = padding_mode
         self.fill = fill
         self.image_fill = _image_fill(_fill_for(fill, _IMAGE_KEYS))
-        mask_fill = _fill_for(fill, ("Mask",))
-        if not (mask_fill is None or isinstance(mask_fill, numbers.Real)):
-            raise ValueError(f"masks are padded with one number, not {mask_fill!r}")
-        self.mask_fill = float(mask_fill or 0)
+        mask_fill = _fill_for(fill, ("Mask",))  # one per channel: refused when masks are padded, as there
+        self.mask_fill = float(mask_fill or 0) if mask_fill is None or isinstance(mask_fill, numbers.Real) \
+            else None
 
     def draw(self, width: int, height: int, random: SampleRandom) -> CropDraw:
         """The padding and the crop for a ``width`` x ``height`` image, as torchvision draws them.

@@ -306,3 +306,6 @@ def test_what_cannot_move_targets_is_refused_naming_it(tv, store):
     small = datakit.LMDBDataset(store, transforms=T.RandomCrop(96))
     with pytest.raises(TransformError, match=r"record '0000000002'.*pad_if_needed=True"):
         small[2]
+    coloured = datakit.LMDBDataset(store, transforms=T.RandomCrop(96, pad_if_needed=True, fill=(1, 2, 3)))
+    with pytest.raises(TransformError, match=r"sample 2: masks are padded with one value.*tv_tensors.Mask"):
+        coloured[2]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from datakit.errors import TransformError
 from datakit.vision.targets import boxes as box_ops
 from datakit.vision.targets import keypoints as point_ops
 from datakit.vision.targets import masks as mask_ops
@@ -124,13 +125,13 @@ class Crop(Step):
 @dataclass(frozen=True)
 class Pad(Step):
     """``left``, ``top``, ``right``, ``bottom`` pixels added (torchvision's ``pad``, constant mode);
-    masks get ``fill``."""
+    masks get ``fill`` (None: the operation had a fill per channel, which masks cannot take)."""
 
     left: int
     top: int
     right: int
     bottom: int
-    fill: float = 0
+    fill: float | None = 0
 
     @property
     def padding(self) -> tuple[int, int, int, int]:
@@ -140,6 +141,12 @@ class Pad(Step):
     def canvas_after(self, canvas: Canvas) -> Canvas:
         return (canvas[0] + self.top + self.bottom, canvas[1] + self.left + self.right)
 
+    def _mask_fill(self) -> float:
+        if self.fill is None:
+            raise TransformError("masks are padded with one value, not one per channel: give the fill as "
+                                 "{tv_tensors.Mask: value, 'others': (r, g, b)}")
+        return self.fill
+
     def move_boxes(self, boxes: torch.Tensor, format: str, canvas: Canvas,
                    clamping_mode: str | None) -> torch.Tensor:
         return box_ops.pad(boxes, format, canvas, self.padding, clamping_mode)[0]
@@ -148,10 +155,10 @@ class Pad(Step):
         return point_ops.pad(points, canvas, self.padding)[0]
 
     def move_masks(self, mask: torch.Tensor) -> torch.Tensor:
-        return mask_ops.pad(mask, self.padding, self.fill)
+        return mask_ops.pad(mask, self.padding, self._mask_fill())
 
     def remap(self, maps: AxisMaps) -> AxisMaps:
-        code = maps.code(self.fill)
+        code = maps.code(self._mask_fill())
         rows = _take(maps.rows, -self.top, maps.rows.shape[0] + self.top + self.bottom, code)
         columns = _take(maps.columns, -self.left, maps.columns.shape[0] + self.left + self.right, code)
         return AxisMaps(rows, columns, maps.fills)
