@@ -309,3 +309,14 @@ def test_what_cannot_move_targets_is_refused_naming_it(tv, store):
     coloured = datakit.LMDBDataset(store, transforms=T.RandomCrop(96, pad_if_needed=True, fill=(1, 2, 3)))
     with pytest.raises(TransformError, match=r"sample 2: masks are padded with one value.*tv_tensors.Mask"):
         coloured[2]
+
+
+def test_a_classification_store_takes_the_pipeline_as_transforms_too(lmdb_store):
+    pipeline = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ColorJitter(0.3)])
+    pairs = datakit.LMDBDataset(lmdb_store, transforms=pipeline)
+    images = datakit.LMDBDataset(lmdb_store, transform=pipeline)
+    assert pairs.batch_sample_shape() is None  # whole samples are read the ordinary way
+    with epoch_seed_set(4, 0):
+        for index in range(4):
+            (image, label), (expected, expected_label) = pairs[index], images[index]
+            assert torch.equal(image, expected) and label == expected_label
