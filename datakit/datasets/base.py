@@ -365,7 +365,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         return state
 
     def __repr__(self) -> str:
-        produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
+        produces = f"output={self.output!r}"
+        if self._fused_samples is not None:
+            whole = self._fused_samples.whole
+            produces = f"transforms={self.transforms!r}" if whole else f"transform={self.transform!r}"
         return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
                 f"{len(self.classes)} classes, {produces})")
 
