@@ -320,3 +320,22 @@ def test_a_classification_store_takes_the_pipeline_as_transforms_too(lmdb_store)
         for index in range(4):
             (image, label), (expected, expected_label) = pairs[index], images[index]
             assert torch.equal(image, expected) and label == expected_label
+
+
+def test_a_label_map_that_does_not_decode_is_a_corrupt_record_naming_its_field(tmp_path, monkeypatch):
+    """A source's PNG cut after its header passes the conversion's header check; read back, it is a
+    ``CorruptRecordError`` naming the record and the field (it was Pillow's own error), skipped under
+    ``on_error="skip"``, with or without a pipeline."""
+    import tests.field_stores as stores
+    from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
+
+    png = stores._png
+    monkeypatch.setattr(stores, "_png", lambda labels: png(labels)[:60])  # the IHDR survives, the data not
+    field_store(tmp_path / "src", tmp_path / "cut.lmdb", count=2, workers=1)
+    for options in ({"output": "tensor"}, {"transforms": T.RandomResizedCrop(16)}):
+        with pytest.raises(CorruptRecordError, match=r"record '0000000000' is corrupt: field 'segmentation'"):
+            datakit.LMDBDataset(tmp_path / "cut.lmdb", **options)[0]
+    skipping = datakit.LMDBDataset(tmp_path / "cut.lmdb", fields=["image", "segmentation"], on_error="skip",
+                                   output="tensor")
+    with pytest.raises(ErrorBudgetExhausted):
+        skipping[0]  # every record's label map is cut: the budget runs out, nothing is silently dropped
