@@ -40,6 +40,7 @@ __all__ = [
     "StoreBusyError",
     "ErrorBudgetExhausted",
     "ReadOnlyAttributeError",
+    "TransformError",
     "DatakitWarning",
 ]
 
@@ -221,3 +222,10 @@ class ReadOnlyAttributeError(DatakitError, AttributeError):
     that code that tries and falls back keeps working; the message names the
     attribute and says why it cannot be set.
     """
+
+
+class TransformError(DatakitError, ValueError):
+    """A ``datakit.vision`` operation cannot apply to a sample as it is (a ``RandomCrop`` larger than
+    the image, without padding), or cannot move the sample's boxes, masks or keypoints; the message
+    names the operation, the sample's record where a dataset read it, and what to change. A
+    ``ValueError`` too, as torchvision raises for the same sample."""

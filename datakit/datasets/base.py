@@ -24,12 +24,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from torch.utils.data import Dataset
 
 from datakit.datasets.batch_reading import batch_sample_shape, read_raw_batch_into
 from datakit.datasets.error_budget import RecordReading
 from datakit.datasets.field_slots import slot_rest
+from datakit.datasets.fused_samples import FusedSamples
 from datakit.datasets.paths import PathLookup, SamplePaths
 from datakit.datasets.samples import (
     OUTPUTS,
@@ -89,7 +89,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             torchvision's ``wrap_dataset_for_transforms_v2``: a set, or ``"all"``).
         transforms: applied to each whole sample (a dict, or ``(image,
             target)``), as torchvision's ``transforms`` of its detection
-            datasets; ``transform`` applies to the image alone.
+            datasets; ``transform`` applies to the image alone. A
+            :mod:`datakit.vision` pipeline here is fused as ``transform``'s
+            is, and moves the sample's boxes, masks and keypoints with the
+            pixels (``docs/vision.md``, "Boxes, masks and keypoints").
         field_transforms: a callable per field name applied to that field's
             value where the sample is read (a tokenizer on a caption, in the
             loader's workers).
@@ -145,6 +148,11 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.target_transform = target_transform
         self.output: Output = output
         self._fused = FusedPipeline.from_transform(transform)
+        whole = FusedPipeline.from_transform(transforms)
+        if whole is not None and self._fused is not None:
+            raise ValueError("transform= and transforms= are both datakit.vision pipelines: give one, as "
+                             "transforms= to move boxes, masks and keypoints with the image")
+        self._fused = whole or self._fused
         with self.spec.open_reader() as reader:
             self.manifest: Manifest = reader.manifest
             self.targets: np.ndarray = reader.labels()
@@ -153,7 +161,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.fields: Schema = self.manifest.sample_fields
         self.transforms = transforms
         self._shapes = field_samples(self.fields, fields, target_format, target_keys, field_transforms)
-        check_field_transforms(self.fields, self._shapes, self._fused, target_transform)
+        check_field_transforms(self.fields, self._shapes, self._fused, target_transform, whole is not None)
+        self._fused_samples = None if self._fused is None else FusedSamples(
+            self._fused, self.manifest, self.targets, self._shapes, whole is not None)
         self._reading = RecordReading(self.spec, self.manifest)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 
@@ -235,16 +245,12 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         """Read a whole batch in one round trip to the store."""
         positions = positions_of(indices, len(self))
         raw = self._reading.read_batch(positions, self.on_error)
-        use = self._sample if self._fused is None else self._decode_fused
+        fused = self._fused_samples
+        use = self._sample if fused is None else fused.decode
         loaded = [self._reading.load(position, data, use, self.on_error, self.max_errors)
                   for position, data in zip(positions, raw, strict=True)]
-        if self._fused is not None:  # the per-sample steps, over the batch at once
-            where = [position for position, _, _ in loaded]
-            images = self._fused.samples([pixels for _, pixels, _ in loaded], where)
-            rests = [rest for _, _, rest in loaded]
-            shapes = self._shapes
-            loaded = [(image, rest) if shapes is None else shapes.with_image(rest, image)
-                      for image, rest in zip(images, rests, strict=True)]
+        if fused is not None:  # the per-sample steps, over the batch at once
+            return fused.samples(loaded, self.target_transform, None if fused.whole else self.transforms)
         if self._shapes is not None:
             loaded = [self._shapes.finish(sample) for sample in loaded]
         if self.target_transform is not None:
@@ -268,17 +274,6 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         image = decode_payload(record, key, self.output)
         return image if self.transform is None else self.transform(image)
 
-    def _decode_fused(self, position: int, data: bytes) -> tuple[int, torch.Tensor, Any]:
-        """Where the sample came from (a skipped record's replacement), its fused pixels, its label
-        (or the rest of its fields)."""
-        assert self._fused is not None
-        key, record = parse_record(data, position, self.manifest, self.targets)
-        pixels = checked_decode(key, self._fused.decode_sample, record, position)
-        label = record_label(record, position, self.manifest, self.targets)
-        if self._shapes is None:
-            return position, pixels, label
-        return position, pixels, self._shapes.decode(record, key, label, no_image)
-
     # Batch-native reading: decoding straight into a batch the loader preallocated.
 
     def batch_sample_shape(self) -> tuple[int, int, int] | None:
@@ -289,6 +284,8 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         building, collating and pickling one tensor per sample; see
         :func:`datakit.datasets.batch_reading.batch_sample_shape` for when.
         """
+        if self._fused_samples is not None and self._fused_samples.whole:
+            return None  # whole samples run every step where they are read
         if self._shapes is not None and (self.transforms is not None or self._shapes.slot_keys() is None):
             return None  # detection pairs, whole-sample transforms: collated the ordinary way
         return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
@@ -344,7 +341,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         batch. None otherwise. The loader's optional hook
         (``SupportsBatchFinish`` in ``datakit/loader/workers/batch_contract.py``).
         """
-        return self._fused.batch_steps(self._mix_keys()) if self._fused is not None else None
+        if self._fused_samples is None or self._fused_samples.whole:
+            return None  # whole samples run every step where they are read
+        return self._fused_samples.pipeline.batch_steps(self._mix_keys())
 
     @property
     def collate_fn(self) -> Callable[[Sequence[Any]], Any]:
@@ -354,7 +353,10 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         :class:`datakit.DataLoader` mixes batches itself. Once it is taken, reads
         no longer warn that MixUp/CutMix is left out.
         """
-        return self._fused.collate_fn(self._mix_keys()) if self._fused is not None else default_collate
+        if self._fused_samples is None or self._fused_samples.whole:
+            return default_collate
+        mixing: Callable[[Sequence[Any]], Any] = self._fused_samples.pipeline.collate_fn(self._mix_keys())
+        return mixing
 
     def _mix_keys(self) -> tuple[str, str] | None:
         """Where MixUp/CutMix find a batch's images and labels: its keys for dict samples."""
@@ -395,6 +397,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         return state
 
     def __repr__(self) -> str:
-        produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
+        produces = f"output={self.output!r}"
+        if self._fused_samples is not None:
+            whole = self._fused_samples.whole
+            produces = f"transforms={self.transforms!r}" if whole else f"transform={self.transform!r}"
         return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
                 f"{len(self.classes)} classes, {produces})")

@@ -8,7 +8,9 @@ where torchvision imports (:mod:`datakit.datasets.tv_types`), with a boxes
 field's per-box labels and extras under their own keys (``labels``,
 ``iscrowd``, ``area``, ``ids``), as torchvision's detection samples hold them.
 Every failure is a :class:`~datakit.errors.CorruptRecordError` naming the
-record and the field.
+record and the field. For a ``datakit.vision`` pipeline that moves the
+sample's targets, masks are left undecoded (:class:`LazyMasks`) until the
+pipeline's crop says which of their pixels the output shows.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from datakit.errors import CorruptRecordError
 from datakit.format.fields.base import Canvas, FieldError, FieldSpec
 from datakit.format.fields.boxes import BoxesValue
 from datakit.format.fields.images import ImageValue
-from datakit.format.fields.masks import MasksValue
+from datakit.format.fields.masks import MasksValue, SemanticMask
 from datakit.format.fields.registry import FIELD_TYPES
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record, RecordHeader
+from datakit.vision.targets.mask_maps import place_masks
+from datakit.vision.targets.steps import Step
 
-__all__ = ["FieldDecoder", "sample_keys"]
+__all__ = ["FieldDecoder", "LazyMasks", "sample_keys"]
 
 ImageDecoder = Callable[[Record, str], Any]
 """Turns an image (as a record) into the dataset's ``output``; given the record's key for errors."""
@@ -52,18 +56,20 @@ class FieldDecoder:
         self.specs = [schema.field(name) for name in names]
         self._position = {spec.name: position for position, spec in enumerate(schema.stored)}
 
-    def sample(self, record: Record, key: str, label: Any, image: ImageDecoder) -> dict[str, Any]:
-        """The sample of ``record`` as a dict, keys in the order the fields were asked for."""
+    def sample(self, record: Record, key: str, label: Any, image: ImageDecoder,
+               lazy_masks: bool = False) -> dict[str, Any]:
+        """The sample of ``record`` as a dict, keys in the order the fields were asked for; with
+        ``lazy_masks``, masks as :class:`LazyMasks`."""
         sample: dict[str, Any] = {}
         for spec in self.specs:
             try:
-                self._add(sample, spec, record, key, label, image)
+                self._add(sample, spec, record, key, label, image, lazy_masks)
             except FieldError as exc:
                 raise CorruptRecordError(key, f"field {spec.name!r}: {exc}") from None
         return sample
 
     def _add(self, sample: dict[str, Any], spec: FieldSpec, record: Record, key: str, label: Any,
-             image: ImageDecoder) -> None:
+             image: ImageDecoder, lazy_masks: bool) -> None:
         if spec.type == "label":
             sample[spec.name] = label
             return
@@ -77,6 +83,9 @@ class FieldDecoder:
             sample[spec.name] = None
             return
         value = FIELD_TYPES[spec.type].decode(data, spec, self._canvas(spec, record))
+        if lazy_masks and spec.type == "masks":
+            sample[spec.name] = LazyMasks(value, key, spec.name)
+            return
         _put(sample, spec, value, self._canvas(spec, record), record, key, image)
 
     def _canvas(self, spec: FieldSpec, record: Record) -> Canvas | None:
@@ -104,13 +113,8 @@ def _put(sample: dict[str, Any], spec: FieldSpec, value: Any, canvas: Canvas | N
         sample[spec.name] = image(Record(header, memoryview(value.payload)), key)
     elif isinstance(value, BoxesValue):
         _put_boxes(sample, spec, value, canvas, types)
-    elif isinstance(value, MasksValue):
-        dense = torch.from_numpy(value.dense())
-        sample[spec.name] = types.Mask(dense) if types is not None else dense
-    elif spec.type == "masks":  # a label map
-        labels = value.dense()
-        dense = torch.from_numpy(labels.astype(np.int64) if labels.dtype == np.uint16 else labels)
-        sample[spec.name] = types.Mask(dense) if types is not None else dense
+    elif spec.type == "masks":
+        sample[spec.name] = LazyMasks(value, key, spec.name).dense()
     elif spec.type == "keypoints":
         points = torch.from_numpy(value)
         sample[spec.name] = points if types is None or not hasattr(types, "KeyPoints") else \
@@ -120,6 +124,68 @@ def _put(sample: dict[str, Any], spec: FieldSpec, value: Any, canvas: Canvas | N
         sample[spec.name] = torch.from_numpy(value)
     else:
         sample[spec.name] = value
+
+
+class LazyMasks:
+    """A masks field not decoded yet: decoded whole, or for a placement only where its output shows it.
+
+    What :class:`~datakit.vision.targets.sample.PlaceableMasks` describes:
+    instance masks decode only the columns a region spans
+    (:meth:`MasksValue.dense`), then only the rows and columns the
+    placement's maps reach are gathered (:mod:`datakit.vision.targets.mask_maps`);
+    a label map (a PNG) is decoded whole, then sampled the same way. Either
+    comes as a ``tv_tensors.Mask`` where torchvision imports, else a plain
+    tensor: instances uint8 ``(N, H, W)``, label maps uint8 or int64 ``(H, W)``.
+
+    Args:
+        value: the decoded field value.
+        key: the record's key, for errors.
+        name: the field's name, for errors.
+    """
+
+    def __init__(self, value: MasksValue | SemanticMask, key: str, name: str) -> None:
+        self.value = value
+        self.key, self.name = key, name
+        self._labels: torch.Tensor | None = None
+
+    @property
+    def canvas(self) -> Canvas:
+        """The ``(height, width)`` the masks lie on."""
+        return (self.value.height, self.value.width)
+
+    def read(self, region: tuple[int, int, int, int]) -> torch.Tensor:
+        """The masks in ``region`` ``(top, left, height, width)`` of their canvas, as a plain tensor."""
+        top, left, height, width = region
+        try:
+            if isinstance(self.value, MasksValue):
+                return torch.from_numpy(self.value.dense(region))
+            if self._labels is None:
+                labels = self.value.dense()
+                wide = labels.dtype == np.uint16  # torch has no uint16 masks: class ids as int64
+                self._labels = torch.from_numpy(labels.astype(np.int64) if wide else labels)
+        except (ValueError, OSError) as exc:  # a PNG that does not decode, a size that does not match
+            raise CorruptRecordError(self.key, f"field {self.name!r}: {exc}") from None
+        return self._labels[top:top + height, left:left + width]
+
+    def dense(self) -> Any:
+        """The masks, decoded whole, in the sample's type."""
+        return _as_mask(self.read((0, 0, *self.canvas)))
+
+    def placed(self, source: Canvas, steps: Sequence[Step]) -> Any:
+        """The masks after ``steps`` from the image's canvas ``source``, in the sample's type.
+
+        Raises:
+            ValueError: the masks lie on another canvas than the image (named).
+        """
+        if tuple(source) != self.canvas:
+            raise ValueError(f"record {self.key!r}: field {self.name!r} lies on a {self.canvas[1]}x"
+                             f"{self.canvas[0]} canvas, its image is {source[1]}x{source[0]}")
+        return _as_mask(place_masks(self.read, self.canvas, steps))
+
+
+def _as_mask(dense: torch.Tensor) -> Any:
+    types = tv_tensors()
+    return types.Mask(dense) if types is not None else dense
 
 
 def _put_boxes(sample: dict[str, Any], spec: FieldSpec, value: BoxesValue, canvas: Canvas | None,

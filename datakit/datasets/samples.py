@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from datakit.errors import CorruptRecordError
+from datakit.errors import CorruptRecordError, TransformError
 from datakit.format.decoding import (
     ImageShapeError,
     record_planes_into,
@@ -57,9 +57,15 @@ def decode_payload(record: Record, key: str, output: str) -> Any:
 
 
 def checked_decode(key: str, decode: Callable[..., _T], *args: Any) -> _T:
-    """``decode(*args)``, a failure to decode becoming a :class:`CorruptRecordError` naming ``key``."""
+    """``decode(*args)``, a failure to decode becoming a :class:`CorruptRecordError` naming ``key``.
+
+    A :class:`TransformError` (a ``datakit.vision`` operation that cannot
+    apply to this sample: the record is sound) stays one, naming ``key`` too.
+    """
     try:
         return decode(*args)
+    except TransformError as exc:
+        raise TransformError(f"record {key!r}: {exc}") from None
     except Exception as exc:  # the checksum held, but the payload does not decode
         raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
 

@@ -6,8 +6,10 @@ field store, or a dataset asked for ``fields``, gives a dict of the fields
 asked for (:mod:`datakit.datasets.fields`); asked for
 ``target_format="torchvision-detection"`` it gives torchvision's
 ``(image, target)`` pairs (:mod:`datakit.datasets.detection`). ``transform``
-applies to the image of a pair, and to the whole sample otherwise, as
-torchvision's v2 transforms take a detection sample whole.
+applies to the image alone, ``transforms`` to the whole sample, as
+torchvision's v2 transforms take a detection sample whole; a ``datakit.vision``
+pipeline given as ``transforms`` moves the sample's boxes, masks and
+keypoints with its pixels (:mod:`datakit.datasets.fused_samples`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from datakit.datasets.detection import DetectionTargets
-from datakit.datasets.fields import FieldDecoder, ImageDecoder
+from datakit.datasets.fields import FieldDecoder, ImageDecoder, LazyMasks
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record
 from datakit.vision.pipeline import FusedPipeline
+from datakit.vision.targets.sample import TargetLayout
 
 __all__ = ["TARGET_FORMATS", "FieldSamples", "field_samples", "check_field_transforms", "no_image"]
 
@@ -79,21 +82,35 @@ class FieldSamples:
         keys = self.slot_keys()
         return None if keys is None or keys[1] is None else (keys[0], keys[1])
 
-    def decode(self, record: Record, key: str, label: Any, image: ImageDecoder) -> dict[str, Any]:
-        """The fields of one record, as a dict (its image as ``image`` decodes it)."""
-        return self.decoder.sample(record, key, label, image)
-
-    def with_image(self, sample: dict[str, Any], image: Any) -> dict[str, Any]:
-        """A fused sample's fields with its image (decoded by the fused pipeline) put in."""
-        sample[self.image_key] = image
-        return sample
+    def decode(self, record: Record, key: str, label: Any, image: ImageDecoder,
+               lazy_masks: bool = False) -> dict[str, Any]:
+        """The fields of one record, as a dict (its image as ``image`` decodes it; masks left undecoded
+        with ``lazy_masks``, for a pipeline that places them)."""
+        return self.decoder.sample(record, key, label, image, lazy_masks)
 
     def finish(self, sample: dict[str, Any]) -> Any:
         """The sample the dataset returns: the fields' own transforms applied, then as a dict or a pair."""
         for name, transform in self.field_transforms.items():
             if name in sample:
-                sample[name] = transform(sample[name])
+                value = sample[name]
+                sample[name] = transform(value.dense() if isinstance(value, LazyMasks) else value)
         return self.detection.pair(sample) if self.detection is not None else sample
+
+    def layout(self) -> TargetLayout:
+        """Where the samples' image is and which of their plain tensors are boxes, masks, keypoints (what
+        a ``datakit.vision`` pipeline moves when torchvision's types are not there to say it)."""
+        if self.detection is not None:
+            masks = ("masks",) if self.detection.masks is not None and "masks" in self.detection.keys else ()
+            return TargetLayout(None, {"boxes": "XYXY"}, masks)
+        specs = self.decoder.specs
+        return TargetLayout(self.image_key, {spec.name: spec.options["format"] for spec in specs
+                                             if spec.type == "boxes"},
+                            tuple(spec.name for spec in specs if spec.type == "masks"),
+                            tuple(spec.name for spec in specs if spec.type == "keypoints"))
+
+    def annotated(self) -> list[str]:
+        """The fields of these samples that lie on the image: boxes, masks, keypoints."""
+        return [spec.name for spec in self.decoder.specs if spec.type in ("boxes", "masks", "keypoints")]
 
 
 def no_image(record: Record, key: str) -> None:
@@ -112,27 +129,42 @@ def field_samples(schema: Schema, fields: Sequence[str] | None, target_format: s
 
 
 def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: FusedPipeline | None,
-                           target_transform: object | None) -> None:
+                           target_transform: object | None, whole: bool = False) -> None:
     """Refuse the transforms that cannot apply to these samples, naming what to pass instead.
 
     Raises:
         ValueError: ``target_transform`` for dict samples (there is no label
             beside the sample to give it); a ``datakit.vision`` pipeline as
             ``transform`` for samples with boxes, masks or keypoints (it moves
-            the image alone, and they would no longer frame what they framed).
+            the image alone, and they would no longer frame what they framed);
+            as ``transforms`` (``whole``), a pipeline with a geometric
+            operation that does not move them yet, or with MixUp/CutMix.
     """
+    if whole and fused is not None and fused.recipe.batch_steps:
+        names = ", ".join(repr(step.op) for step in fused.recipe.batch_steps)
+        raise ValueError(f"{names} mixes batches of (images, labels); with transforms= a datakit.vision "
+                         "pipeline gets whole samples: leave the mixing out, or give the pipeline as "
+                         "transform= on a classification store")
     if shapes is None:
         return
     if target_transform is not None and shapes.detection is None:
         raise ValueError("target_transform applies to (image, target) pairs; these samples are dicts of "
                          "fields: transform a field with field_transforms={name: ...}, or the whole sample "
                          "with transforms=")
-    annotated = [spec.name for spec in shapes.decoder.specs if spec.type in ("boxes", "masks", "keypoints")]
-    if fused is not None and annotated:
-        raise ValueError(f"transform= applies to the image alone, so a datakit.vision pipeline there would "
-                         f"leave {', '.join(annotated)} where they were; pass it as transforms= to move "
-                         "them with the image")
-    if fused is not None and fused.mixes_batches and shapes.mix_keys() is None:
+    if fused is not None and not whole and fused.mixes_batches and shapes.mix_keys() is None:
         raise ValueError("MixUp/CutMix mix a batch's images and their labels, so the samples must be dicts "
                          "that hold the store's image and its label field, neither in field_transforms: add "
                          "the label to fields=, or leave MixUp/CutMix out of transform=")
+    annotated = shapes.annotated()
+    if fused is None or not annotated:
+        return
+    if not whole:
+        raise ValueError(f"transform= applies to the image alone, so a datakit.vision pipeline there would "
+                         f"leave {', '.join(annotated)} where they were; pass it as transforms= to move "
+                         "them with the image")
+    recipe = fused.recipe
+    for step in (*recipe.pixel_steps, *recipe.float_steps):
+        if getattr(step.op, "target_support", "kept") == "unsupported":
+            raise ValueError(f"{step.op!r} moves the pixels but does not move {', '.join(annotated)} yet: "
+                             "it cannot run on these samples (the fused crops, resizes and flips, "
+                             "RandomVerticalFlip and the colour operations can)")

@@ -28,9 +28,12 @@ from datakit.format.records import Record
 from datakit.loader.resume.epoch_seed import epoch_seed
 from datakit.loader.transport.collate import default_collate
 from datakit.loader.workers.batch_contract import BatchInfo, BatchSteps, ShapeChanged
-from datakit.vision.fused_decode import FusedDecoder, FusedPlan
+from datakit.vision.fused_decode.decoder import FusedDecoder
+from datakit.vision.fused_decode.plan import FusedPlan
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.recipe import Recipe, compile_recipe, run_batch_steps, run_sample_steps
+from datakit.vision.targets.sample import TargetSample
+from datakit.vision.targets.steps import Placement
 
 __all__ = ["FusedPipeline"]
 
@@ -84,20 +87,30 @@ class FusedPipeline:
         """Sample ``index`` after the fused prefix only: uint8 ``(3, H, W)``."""
         return self._fused().decode(record, self.random_for(index))
 
-    def samples(self, decoded: list[torch.Tensor], indices: Sequence[int]) -> list[torch.Tensor]:
-        """Decoded samples through the per-sample steps: batched where they share a shape."""
+    def decode_placed(self, record: Record, index: int) -> tuple[torch.Tensor, Placement]:
+        """:meth:`decode_sample`, and where its pixels came from (for its boxes, masks and keypoints)."""
+        return self._fused().decode_placed(record, self.random_for(index))
+
+    def samples(self, decoded: list[torch.Tensor], indices: Sequence[int],
+                targets: Sequence[TargetSample] | None = None) -> list[torch.Tensor]:
+        """Decoded samples through the per-sample steps: batched where they share a shape.
+
+        With ``targets``, the whole samples the images belong to: geometric
+        steps move their boxes, masks and keypoints too, and other callables
+        get them whole (:func:`~datakit.vision.recipe.run_sample_steps`).
+        """
         self._warn_if_unmixed()
         seed = epoch_seed()
         recipe = self.recipe
         current: torch.Tensor | list[torch.Tensor] = decoded
         if recipe.pixel_steps:
-            current = run_sample_steps(recipe.pixel_steps, current, indices, seed)
+            current = run_sample_steps(recipe.pixel_steps, current, indices, seed, targets)
         if recipe.normalize is not None:
             normalize = recipe.normalize
             current = (normalize(current) if isinstance(current, torch.Tensor)
                        else [normalize(sample) for sample in current])
         if recipe.float_steps:
-            current = run_sample_steps(recipe.float_steps, current, indices, seed)
+            current = run_sample_steps(recipe.float_steps, current, indices, seed, targets)
         return list(current.unbind(0)) if isinstance(current, torch.Tensor) else list(current)
 
     def decode_into(self, record: Record, index: int, out: np.ndarray) -> None:
