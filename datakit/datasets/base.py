@@ -29,12 +29,12 @@ from torch.utils.data import Dataset
 from datakit.datasets.batch_reading import batch_sample_shape, read_raw_batch_into
 from datakit.datasets.error_budget import RecordReading
 from datakit.datasets.field_slots import slot_rest
-from datakit.datasets.fused_samples import FusedSamples
+from datakit.datasets.fused_samples import FusedSamples, fused_pipeline
 from datakit.datasets.paths import PathLookup, SamplePaths
 from datakit.datasets.samples import (
-    OUTPUTS,
     OnError,
     Output,
+    check_reading_options,
     checked_decode,
     decode_payload,
     parse_record,
@@ -51,7 +51,6 @@ from datakit.loader.transport.collate import default_collate
 from datakit.loader.workers.batch_contract import BatchSteps, SlotRest
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
-from datakit.vision.pipeline import FusedPipeline
 
 __all__ = ["StoreDataset"]
 
@@ -135,24 +134,14 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         field_transforms: Mapping[str, Callable[[Any], Any]] | None = None,
         **store_options: Any,
     ) -> None:
-        if output not in OUTPUTS:
-            raise ValueError(f"output must be one of {', '.join(map(repr, OUTPUTS))}, not {output!r}")
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
-        if max_errors < 0:
-            raise ValueError(f"max_errors must be 0 or more, not {max_errors}")
+        check_reading_options(output, on_error, max_errors)
         self.on_error: OnError = on_error
         self.max_errors = max_errors
         self.spec = resolve_store(store, store_options)
         self.transform = transform
         self.target_transform = target_transform
         self.output: Output = output
-        self._fused = FusedPipeline.from_transform(transform)
-        whole = FusedPipeline.from_transform(transforms)
-        if whole is not None and self._fused is not None:
-            raise ValueError("transform= and transforms= are both datakit.vision pipelines: give one, as "
-                             "transforms= to move boxes, masks and keypoints with the image")
-        self._fused = whole or self._fused
+        self._fused, whole = fused_pipeline(transform, transforms)
         with self.spec.open_reader() as reader:
             self.manifest: Manifest = reader.manifest
             self.targets: np.ndarray = reader.labels()
@@ -161,9 +150,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         self.fields: Schema = self.manifest.sample_fields
         self.transforms = transforms
         self._shapes = field_samples(self.fields, fields, target_format, target_keys, field_transforms)
-        check_field_transforms(self.fields, self._shapes, self._fused, target_transform, whole is not None)
+        check_field_transforms(self.fields, self._shapes, self._fused, target_transform, whole)
         self._fused_samples = None if self._fused is None else FusedSamples(
-            self._fused, self.manifest, self.targets, self._shapes, whole is not None)
+            self._fused, self.manifest, self.targets, self._shapes, whole)
         self._reading = RecordReading(self.spec, self.manifest)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 

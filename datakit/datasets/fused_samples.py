@@ -30,7 +30,7 @@ from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout, TargetSample
 from datakit.vision.targets.steps import Placement
 
-__all__ = ["Decoded", "FusedSamples"]
+__all__ = ["Decoded", "FusedSamples", "fused_pipeline"]
 
 Decoded = tuple[int, torch.Tensor, Placement, Any]
 """A fused record: where it came from (a skipped record's replacement), its pixels, where they came from,
@@ -105,3 +105,17 @@ class FusedSamples:
         for target, image in zip(samples, images, strict=True):
             target.image = image
         return [target.value() for target in samples]
+
+
+def fused_pipeline(transform: object, transforms: object) -> tuple[FusedPipeline | None, bool]:
+    """A dataset's ``datakit.vision`` pipeline, if it has one, and whether it takes whole samples
+    (given as ``transforms=``).
+
+    Raises:
+        ValueError: both are ``datakit.vision`` pipelines.
+    """
+    on_image, whole = FusedPipeline.from_transform(transform), FusedPipeline.from_transform(transforms)
+    if whole is not None and on_image is not None:
+        raise ValueError("transform= and transforms= are both datakit.vision pipelines: give one, as "
+                         "transforms= to move boxes, masks and keypoints with the image")
+    return whole or on_image, whole is not None

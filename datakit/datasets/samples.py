@@ -25,7 +25,7 @@ from datakit.format.manifest import Manifest, check_record
 from datakit.format.records import Record, decode_record, record_key
 
 __all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "checked_decode",
-           "planes_into", "positions_of"]
+           "planes_into", "positions_of", "check_reading_options"]
 
 Output = Literal["pil", "numpy", "tensor", "bytes"]
 OnError = Literal["raise", "skip"]
@@ -102,3 +102,13 @@ def positions_of(indices: Sequence[int], length: int) -> list[int]:
             raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
         checked.append(position)
     return checked
+
+
+def check_reading_options(output: str, on_error: str, max_errors: int) -> None:
+    """Refuse a dataset's ``output``, ``on_error`` or ``max_errors`` that is none of theirs, naming it."""
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {', '.join(map(repr, OUTPUTS))}, not {output!r}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+    if max_errors < 0:
+        raise ValueError(f"max_errors must be 0 or more, not {max_errors}")
