@@ -6,7 +6,9 @@ Each torchvision ratio names its backend; the headline is datakit against the
 faster of the two (its ``tensor`` backend on photos, usually), and every
 contender's samples/s is also given as a share of the decode ceiling
 (``_decode_ceiling.py``): the same files decoded whole, nothing else, by as many
-processes as the loaders have workers.
+processes as the loaders have workers. ``bench_detection_read.py`` and
+``bench_image_text.py`` print theirs with it too, naming their own baselines
+(torchvision's ``CocoDetection``; the webdataset library's two backends).
 """
 
 from __future__ import annotations
@@ -33,19 +35,25 @@ def _per_run(results: Results, name: str, base: str) -> list[float]:
     return [a / b for a, b in zip(_rates(results, name), _rates(results, base), strict=True)]
 
 
-def faster_backend(results: Results) -> str | None:
-    """The torchvision backend with the higher median samples/s, or None when neither ran."""
-    backends = [name for name in TORCHVISION if name in results]
+def faster_backend(results: Results, baselines: tuple[str, ...] = TORCHVISION) -> str | None:
+    """The baseline (a torchvision backend) with the higher median samples/s, or None when none ran."""
+    backends = [name for name in baselines if results.get(name)]
     return max(backends, key=lambda name: statistics.median(_rates(results, name))) if backends else None
 
 
-def print_summary(setting: str, results: Results) -> None:
-    """The table, the headline and the ceiling line; ``setting`` says what was run."""
+def print_summary(setting: str, results: Results, baselines: tuple[str, ...] = TORCHVISION,
+                  family: str = "torchvision") -> None:
+    """The table, the headline and the ceiling line; ``setting`` says what was run.
+
+    ``baselines`` are what datakit is measured against (torchvision's two
+    backends by default; the other benchmarks name their own), ``family``
+    what they are variants of, for the headline.
+    """
     names = [name for name in results if results[name]]
     if not names:
         return
-    backends = [name for name in TORCHVISION if name in names]
-    faster = faster_backend(results)
+    backends = [name for name in baselines if name in names]
+    faster = faster_backend(results, baselines)
     print(f"\n{setting}, median over runs (range over runs; each ratio is taken within its run):")
     for name in names:
         cells = [f"{_spread(_rates(results, name), '.0f', '')} samples/s",
@@ -58,16 +66,41 @@ def print_summary(setting: str, results: Results) -> None:
     if "datakit" in names and faster is not None:
         slower = [name for name in backends if name != faster]
         also = f"; {_spread(_per_run(results, 'datakit', slower[0]))} its {slower[0]}" if slower else ""
-        print(f"  headline: datakit {_spread(_per_run(results, 'datakit', faster))} torchvision's faster "
-              f"backend here, {faster}{also}")
+        against = f"{family}'s faster backend here, {faster}" if len(backends) > 1 else faster
+        print(f"  headline: datakit {_spread(_per_run(results, 'datakit', faster))} {against}{also}")
     if CEILING in names:
         print(f"  {CEILING}: {_spread(_rates(results, CEILING), '.0f', '')} samples/s, the same files "
               "decoded whole by simplejpeg (libjpeg-turbo) in as many processes as the loaders' workers, "
               "nothing else")
     if "datakit" in names:
         for name in names:
-            if name not in ("datakit", CEILING, *TORCHVISION) and "+" not in name:
+            if name not in ("datakit", CEILING, *baselines) and "+" not in name:
                 print(f"  datakit vs {name}: {_spread(_per_run(results, 'datakit', name))}")
+
+
+def _figures(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summary_json(results: Results, baselines: tuple[str, ...] = TORCHVISION) -> dict[str, Any]:
+    """What :func:`print_summary` prints, as JSON: per contender its samples/s, CPU per sample, ratios
+    to each baseline and share of the ceiling (each a median with its range over runs), and the headline."""
+    names = [name for name in results if results[name]]
+    backends = [name for name in baselines if name in names]
+    contenders: dict[str, Any] = {}
+    for name in names:
+        entry: dict[str, Any] = {
+            "samples_per_second": _figures(_rates(results, name)),
+            "cpu_ms_per_sample": _figures([run["cpu_ms_per_sample"] for run in results[name]]),
+            "ratio": {base: _figures(_per_run(results, name, base)) for base in backends if base != name}}
+        if CEILING in names and name != CEILING:
+            entry["share_of_ceiling"] = _figures(_per_run(results, name, CEILING))
+        contenders[name] = entry
+    faster = faster_backend(results, baselines)
+    headline = None
+    if "datakit" in names and faster is not None:
+        headline = {"against": faster, **_figures(_per_run(results, "datakit", faster))}
+    return {"contenders": contenders, "headline": headline}
 
 
 def print_user_step_cost(callable_name: str, results: Results) -> None:

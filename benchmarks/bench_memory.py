@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 import datakit
-from datakit.format.manifest import Manifest, Stats
+from datakit.format.manifest import Manifest
 from datakit.format.records import PayloadKind, encode_record
+from datakit.format.stats import Stats
 from datakit.stores.conversion_state import ConversionSettings, PendingRecord
 from datakit.stores.lmdb import LMDBSpec
 

@@ -35,8 +35,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import datakit
 from datakit.format.decoding import record_to_array
-from datakit.format.manifest import record_key
-from datakit.format.records import decode_record
+from datakit.format.records import decode_record, record_key
 from datakit.tools.synthetic import make_image_folder
 
 COLLECTION = "bench"

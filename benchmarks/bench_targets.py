@@ -41,8 +41,7 @@ from _procfs import child_pids, cpu_seconds
 
 import datakit
 from datakit.format.decoding import record_to_array
-from datakit.format.manifest import record_key
-from datakit.format.records import decode_record
+from datakit.format.records import decode_record, record_key
 from datakit.tools.synthetic import make_image_folder
 
 BATCH, WORKERS = 256, 2

@@ -20,7 +20,7 @@ install_moved_modules()
 _EXPORTS: dict[str, str] = {
     "convert": "datakit.conversion.pipeline",
     "ConversionReport": "datakit.conversion.report",
-    "inspect": "datakit.tools.inspection",
+    "inspect": "datakit.tools.inspect.summary",
     "export": "datakit.tools.export.exporting",
     "StoreDataset": "datakit.datasets",
     "LMDBDataset": "datakit.datasets",
@@ -29,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "get_worker_info": "datakit.loader.workers.worker",
     "default_collate": "datakit.loader.transport.collate",
     "default_convert": "datakit.loader.transport.collate",
+    "PaddedCollate": "datakit.loader.transport.padding",
+    "detection_collate": "datakit.loader.transport.collate",
 }
 
 __all__ = [
@@ -36,11 +38,13 @@ __all__ = [
     "DataLoader",
     "LMDBDataset",
     "MongoDataset",
+    "PaddedCollate",
     "StoreDataset",
     "__version__",
     "convert",
     "default_collate",
     "default_convert",
+    "detection_collate",
     "errors",
     "export",
     "get_worker_info",
@@ -55,10 +59,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.conversion.report import ConversionReport
     from datakit.datasets import LMDBDataset, MongoDataset, StoreDataset
     from datakit.loader.dataloader import DataLoader
-    from datakit.loader.transport.collate import default_collate, default_convert
+    from datakit.loader.transport.collate import default_collate, default_convert, detection_collate
+    from datakit.loader.transport.padding import PaddedCollate
     from datakit.loader.workers.worker import get_worker_info
     from datakit.tools.export.exporting import export
-    from datakit.tools.inspection import inspect
+    from datakit.tools.inspect.summary import inspect
 
 
 def __getattr__(name: str) -> Any:

@@ -24,6 +24,7 @@ __all__ = [
     "DatakitError",
     "SourceError",
     "LabelFileError",
+    "FieldFileError",
     "ExportError",
     "DestinationExistsError",
     "ConversionError",
@@ -39,6 +40,7 @@ __all__ = [
     "StoreBusyError",
     "ErrorBudgetExhausted",
     "ReadOnlyAttributeError",
+    "TransformError",
     "DatakitWarning",
 ]
 
@@ -120,6 +122,10 @@ class SourceError(DatakitError):
 
 class LabelFileError(SourceError):
     """A label file (``datakit convert --labels``) is malformed; the message names its line."""
+
+
+class FieldFileError(LabelFileError):
+    """A field file (``datakit convert --fields``) is malformed; the message names its line and column."""
 
 
 class ExportError(DatakitError):
@@ -216,3 +222,10 @@ class ReadOnlyAttributeError(DatakitError, AttributeError):
     that code that tries and falls back keeps working; the message names the
     attribute and says why it cannot be set.
     """
+
+
+class TransformError(DatakitError, ValueError):
+    """A ``datakit.vision`` operation cannot apply to a sample as it is (a ``RandomCrop`` larger than
+    the image, without padding), or cannot move the sample's boxes, masks or keypoints; the message
+    names the operation, the sample's record where a dataset read it, and what to change. A
+    ``ValueError`` too, as torchvision raises for the same sample."""

@@ -23,6 +23,18 @@ PER_CLASS = 8
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# Field stores hand boxes and masks out as torchvision's tv_tensors where torchvision imports
+# (datakit/datasets/tv_types.py decides once per process). The wheel installed here is a CUDA build
+# that imports only through tests/torchvision_ref.py's guard: load it so, once, before any test, so
+# that every test sees the same types whatever ran before it (where it cannot load at all, every
+# test sees plain tensors).
+try:
+    from tests.torchvision_ref import load_torchvision
+
+    load_torchvision()
+except Exception:  # not installed, or not loadable here: the tests that need it skip with the reason
+    pass
+
 
 @pytest.fixture(scope="session")
 def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:

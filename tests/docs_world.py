@@ -29,7 +29,8 @@ __all__ = ["build", "presumed", "clear_destinations", "missing_requirement", "fi
            "drop_databases"]
 
 # names a block may use that need a library the suite may lack
-_REQUIREMENTS = {"hf_dir": "datasets", "parquet_dir": "datasets", "torchvision": "torchvision"}
+_REQUIREMENTS = {"hf_dir": "datasets", "parquet_dir": "datasets", "torchvision": "torchvision",
+                 "coco/": "pycocotools", "coco.lmdb": "pycocotools"}
 
 
 def build(root: Path) -> Path:
@@ -40,6 +41,8 @@ def build(root: Path) -> Path:
     _photos(root)
     _recipe_stores(root)
     _shards_and_datasets(root)
+    _coco(root)
+    _field_store(root)
     return root
 
 
@@ -89,6 +92,14 @@ def _shards_and_datasets(root: Path) -> None:
     write_shard(root / "shards" / "train-000.tar",
                 [(f"{n:04d}", {"jpg": image, "cls": str(label)})
                  for n, (image, label) in enumerate(zip(images, labels, strict=True))])
+    pairs = [(f"{n:04d}", {"jpg": image, "txt": f"a photo number {n}", "json": {"n": n}})
+             for n, image in enumerate(images)]
+    write_shard(root / "pairs.tar", pairs)  # docs/fields.md: image-text pairs, a field file
+    (root / "images" / "cats").mkdir(parents=True)
+    for n in (1, 2):
+        (root / "images" / "cats" / f"00{n}.jpg").write_bytes(image_bytes(10 + n))
+    (root / "meta.csv").write_text('path,caption,width,score\ncats/001.jpg,"a cat, sitting",640,0.91\n'
+                                   "cats/002.jpg,a cat asleep,480,\n")
     if importlib.util.find_spec("datasets") is None:
         return
     from datasets import DatasetDict
@@ -100,6 +111,34 @@ def _shards_and_datasets(root: Path) -> None:
     save_quietly(DatasetDict({"train": rows, "test": test}), root / "hf_dir")
     (root / "parquet_dir").mkdir()
     rows.to_parquet(str(root / "parquet_dir" / "train.parquet"))
+
+
+def _coco(root: Path) -> None:
+    """COCO's layout (``coco/train2017``, ``coco/annotations/*_train2017.json``) and ``coco.lmdb``
+    converted from it; only where pycocotools rasterises the polygons (docs/fields.md)."""
+    if importlib.util.find_spec("pycocotools") is None:
+        return
+    from tests.coco_builders import build_coco_set
+
+    built = build_coco_set(root / "coco-build", count=4, clean=True)
+    annotations = root / "coco" / "annotations"
+    annotations.mkdir(parents=True)
+    built.images.rename(root / "coco" / "train2017")
+    for made, kind in ((built.instances, "instances"), (built.keypoints, "person_keypoints"),
+                       (built.captions, "captions")):
+        made.rename(annotations / f"{kind}_train2017.json")
+    shutil.rmtree(root / "coco-build")
+    datakit.convert(root / "coco" / "train2017", root / "coco.lmdb", workers=1,
+                    coco=[annotations / "instances_train2017.json", annotations / "captions_train2017.json"])
+def _field_store(root: Path) -> None:
+    """``coco.lmdb``, a detection store with captions (docs/fields.md), made by the test-only source of
+    :mod:`tests.field_stores` where no COCO conversion made it already."""
+    if (root / "coco.lmdb").exists():
+        return
+    from tests.field_stores import coco_like, field_store
+
+    schema, samples = coco_like(8)
+    field_store(root / "coco-images", root / "coco.lmdb", schema, samples)
 
 
 def missing_requirement(code: str) -> str | None:

@@ -27,8 +27,7 @@ from datakit import vision as T
 from datakit.errors import DatakitError
 from datakit.format.headers import sniff_header
 from datakit.format.jpeg import decode_image
-from datakit.format.manifest import record_key
-from datakit.format.records import PayloadKind, decode_record, encode_record
+from datakit.format.records import PayloadKind, decode_record, encode_record, record_key
 from datakit.vision import FusedDecoder, compile_transform
 from datakit.vision.randomness import SampleRandom
 

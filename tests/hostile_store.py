@@ -13,8 +13,7 @@ from typing import Any
 import lmdb
 from hypothesis import strategies as st
 
-from datakit.format.manifest import record_key
-from datakit.format.records import decode_record
+from datakit.format.records import decode_record, record_key
 from tests.hostile_mutators import (
     MUTATORS,
     SIDES,

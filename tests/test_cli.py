@@ -90,7 +90,7 @@ def test_unexpected_errors_are_one_line_unless_debug(lmdb_store, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr("datakit.tools.inspection.inspect", broken)
+    monkeypatch.setattr("datakit.tools.inspect.summary.inspect", broken)
     result = run("inspect", lmdb_store)
     assert result.exit_code == 1 and "bug in datakit" in result.output and "--debug" in result.output
     debug = CliRunner().invoke(cli, ["--debug", "inspect", str(lmdb_store)])
@@ -101,7 +101,7 @@ def test_debug_is_taken_after_the_subcommand_too(lmdb_store, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr("datakit.tools.inspection.inspect", broken)
+    monkeypatch.setattr("datakit.tools.inspect.summary.inspect", broken)
     debug = CliRunner().invoke(cli, ["inspect", str(lmdb_store), "--debug"])
     assert isinstance(debug.exception, ZeroDivisionError), debug.output
     assert "--debug" in run("inspect", "--help").output
@@ -112,9 +112,10 @@ def test_debug_is_taken_after_the_subcommand_too(lmdb_store, monkeypatch):
      "conversion interrupted; rerun the same command with --resume to finish it"),
     (["export", "{store}", "{tmp}/out"], "datakit.tools.export.exporting.export",
      "export interrupted; {tmp}/out is unfinished: rerun the same command with --resume to finish it"),
-    (["inspect", "{store}", "--verify"], "datakit.tools.inspection.inspect",
+    (["inspect", "{store}", "--verify"], "datakit.tools.inspect.summary.inspect",
      "verification interrupted; nothing was changed"),
-    (["inspect", "{store}"], "datakit.tools.inspection.inspect", "inspect interrupted; nothing was changed"),
+    (["inspect", "{store}"], "datakit.tools.inspect.summary.inspect",
+     "inspect interrupted; nothing was changed"),
     (["bench", "{store}", "--quiet"], "datakit.tools.benchmark.run_benchmark", "benchmark interrupted"),
 ], ids=["convert", "export", "verify", "inspect", "bench"])
 def test_ctrl_c_says_what_the_interrupted_command_leaves(image_folder, lmdb_store, tmp_path, monkeypatch,

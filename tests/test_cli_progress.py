@@ -62,7 +62,7 @@ def commands(image_folder: Path, grown_folder: Path, lmdb_store: Path) -> dict[s
         return ["convert", str(grown_folder), str(tmp / "store"), "--append", "-j", "1"]
 
     convert = "datakit.conversion.pipeline.convert"
-    export, inspect = "datakit.tools.export.exporting.export", "datakit.tools.inspection.inspect"
+    export, inspect = "datakit.tools.export.exporting.export", "datakit.tools.inspect.summary.inspect"
     return {
         "convert": Command(lambda tmp: ["convert", str(image_folder), str(tmp / "s"), "-j", "1"],
                            "converting", "images", GOOD, convert,

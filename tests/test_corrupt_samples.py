@@ -9,7 +9,7 @@ import pytest
 
 import datakit
 from datakit.errors import CorruptRecordError, ErrorBudgetExhausted
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from tests.conftest import CLASSES, PER_CLASS
 
 GOOD = len(CLASSES) * PER_CLASS

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 
 import datakit
 from datakit.errors import CorruptRecordError, StoreNotFoundError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from tests.conftest import CLASSES, PER_CLASS
 
 GOOD = len(CLASSES) * PER_CLASS

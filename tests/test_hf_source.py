@@ -147,7 +147,8 @@ def test_bad_columns_are_refused_in_one_line_naming_them_and_nothing_is_written(
         dataset = hf_dataset(images, [], label_column=None)
         expected = "has no label column 'label' (its columns: image)"
     src = save_quietly(dataset, tmp_path / "hf")
-    result = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "s")])
+    named = ["--label-column", "label"] if problem == "no label column" else []  # else: an unlabelled store
+    result = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "s"), *named])
     assert result.exit_code == 1, result.output
     assert expected in result.output and len(result.output.strip().splitlines()) == 1
     assert "Traceback" not in result.output

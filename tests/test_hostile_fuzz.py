@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 
 import datakit
 from datakit.format.jpeg import RegionDecoder, scaled_size
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from tests import decoder_child, hostile_tables, limited_child
 from tests.helpers import stored_samples, stored_sources
 from tests.hostile_labelfiles import LabelFileChild, judge, label_cases

@@ -41,7 +41,7 @@ import datakit
 import datakit.stores
 from datakit.cli import cli
 from datakit.errors import CorruptRecordError, CorruptStoreError, DatakitError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 
 PAGE = 4096
 TRIALS = 9  # per kind of damage: 36 in all

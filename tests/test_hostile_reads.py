@@ -32,8 +32,7 @@ from PIL import Image
 import datakit
 from datakit import vision as T
 from datakit.errors import CorruptRecordError, StoreError
-from datakit.format.manifest import record_key
-from datakit.format.records import PayloadKind, decode_record, encode_record
+from datakit.format.records import PayloadKind, decode_record, encode_record, record_key
 from datakit.tools.synthetic import photo_pixels
 
 OUTPUTS = ("pil", "numpy", "tensor")

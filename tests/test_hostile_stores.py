@@ -44,8 +44,7 @@ import datakit
 import datakit.stores
 from datakit.cli import cli
 from datakit.errors import DatakitError, StoreError
-from datakit.format.manifest import record_key
-from datakit.format.records import PayloadKind, encode_record
+from datakit.format.records import PayloadKind, encode_record, record_key
 from tests.conftest import CLASSES, PER_CLASS, source_files
 
 GOOD = len(CLASSES) * PER_CLASS

@@ -12,8 +12,7 @@ from PIL import Image
 
 import datakit
 from datakit.cli import cli
-from datakit.format.manifest import record_key
-from datakit.format.records import PayloadKind, encode_record
+from datakit.format.records import PayloadKind, encode_record, record_key
 from tests.conftest import CLASSES, PER_CLASS
 
 GOOD = len(CLASSES) * PER_CLASS
@@ -60,12 +59,12 @@ def test_preview_sheet_is_a_png_with_a_cell_per_sample(lmdb_store, tmp_path):
 
 
 def test_preview_takes_samples_from_every_class():
-    from datakit.tools.inspection import _spread_over_classes
+    from datakit.tools.inspect.preview import spread_over_classes
 
     labels = np.array([0] * 10 + [1] * 3 + [2] * 10)
-    chosen = _spread_over_classes(labels, 7)
+    chosen = spread_over_classes(labels, 7)
     assert sorted(set(labels[chosen])) == [0, 1, 2] and len(chosen) == 7
-    assert _spread_over_classes(labels[:4], 10) == [0, 1, 2, 3]
+    assert spread_over_classes(labels[:4], 10) == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize(("name", "expected"), [("sheet.png", "PNG"), ("sheet.jpg", "JPEG"),

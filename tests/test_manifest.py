@@ -6,7 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datakit.errors import IncompatibleStoreError, StoreError
-from datakit.format.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest
+from datakit.format.records import record_key
+from datakit.format.stats import Stats
 
 
 def make_manifest() -> Manifest:

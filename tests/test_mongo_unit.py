@@ -17,7 +17,9 @@ from pymongo import MongoClient
 from pymongo.errors import AutoReconnect, NetworkTimeout, OperationFailure
 
 from datakit.errors import CorruptRecordError, StoreError, StoreUnavailableError
-from datakit.format.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest
+from datakit.format.records import record_key
+from datakit.format.stats import Stats
 from datakit.stores import resolve_store
 from datakit.stores.conversion_state import ConversionSettings, PendingRecord
 from datakit.stores.mongo import MongoSpec, make_spec

@@ -38,7 +38,7 @@ import torch
 from torch.utils.data import DataLoader as TorchDataLoader
 
 import datakit
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from tests.conftest import CLASSES, PER_CLASS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 import datakit
 from datakit.cli import cli
 from datakit.errors import ConversionError, CorruptRecordError, StoreError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from tests.helpers import kill_conversion_at, stored_samples, stored_sources, write_lmdb
 from tests.source_builders import image_bytes
 

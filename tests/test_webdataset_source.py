@@ -23,9 +23,12 @@ from tests.source_builders import BROKEN_JPEG, image_bytes, write_shard
 
 
 def _stored(store: Path) -> list[tuple[bytes, int]]:
+    """Each sample's image and label: an ``(image, label)`` pair, or those of a sample with more fields."""
     dataset = datakit.LMDBDataset(store, output="bytes")
     try:
-        return [(bytes(dataset[index][0]), int(dataset[index][1])) for index in range(len(dataset))]
+        samples = [dataset[index] for index in range(len(dataset))]
+        return [(bytes(sample["image"]), int(sample["label"])) if isinstance(sample, dict)
+                else (bytes(sample[0]), int(sample[1])) for sample in samples]
     finally:
         dataset.close()
 
@@ -40,7 +43,8 @@ def _classes(store: Path) -> list[str]:
 
 @pytest.fixture
 def shards(tmp_path: Path) -> tuple[Path, list[bytes], list[str]]:
-    """Two shards of 20 samples: JPEG, PNG and WebP images; labels from .cls (integers) or .json."""
+    """Two shards of 20 samples: JPEG, PNG and WebP images; labels from .cls (integers) or .json; every
+    sample has a .json and a .txt, which become fields."""
     folder = tmp_path / "shards"
     folder.mkdir()
     formats = ["JPEG", "PNG", "WEBP"]
@@ -51,7 +55,8 @@ def shards(tmp_path: Path) -> tuple[Path, list[bytes], list[str]]:
         for seed in range(shard * 20, shard * 20 + 20):
             extension = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}[formats[seed % 3]]
             label: dict[str, bytes | str | dict[str, object]] = (
-                {"cls": labels[seed]} if seed % 2 else {"json": {"label": int(labels[seed])}})
+                {"cls": labels[seed], "json": {"id": seed}} if seed % 2
+                else {"json": {"label": int(labels[seed]), "id": seed}})
             samples.append((f"sample{seed:04d}", {extension: images[seed], **label, "txt": "a caption"}))
         write_shard(folder / f"train-{shard:03d}.tar", samples)
     return folder, images, labels
@@ -75,7 +80,7 @@ def test_one_shard_file_and_a_json_label_key_and_class_names(tmp_path):
     shard = write_shard(tmp_path / "one.tar", [
         ("a/x", {"jpg": images[0], "json": {"y": "dog"}}),
         ("a/y", {"jpeg": images[1], "json": {"y": "cat", "label": 7}}),
-        ("b", {"jpg": images[2], "cls": "dog"}),  # .cls comes first; its text is a class name
+        ("b", {"jpg": images[2], "cls": "dog", "json": {}}),  # .cls comes first; its text is a class name
     ])
     datakit.convert(shard, tmp_path / "s", label_column="y", workers=1)
     assert _classes(tmp_path / "s") == ["cat", "dog"]
@@ -132,7 +137,9 @@ def test_a_shard_cut_in_any_member_is_listed_with_what_was_kept(tmp_path, member
     folder = tmp_path / "shards"
     folder.mkdir()
     images = _cut_shard(folder, member, place)
-    write_shard(folder / "b.tar", [("0", {"jpg": image_bytes(9), "cls": "0"})])
+    label: dict[str, bytes | str | dict[str, object]] = {"json": {"label": 0}} if member == "json" else \
+        {"cls": "0"}
+    write_shard(folder / "b.tar", [("0", {"jpg": image_bytes(9), **label, "txt": "caption"})])
     report = datakit.convert(folder, tmp_path / "s", workers=1)
     reasons = {item.path: item.reason for item in report.skipped}
     # before sample 2's first header is whole, sample 1 is the last one read, and may lack members
@@ -192,7 +199,8 @@ def test_a_killed_conversion_resumes_with_every_sample_once_and_refuses_changed_
     assert 0 < report.resumed_from < 40 and report.total == 40
     assert [image for image, _ in _stored(tmp_path / "s")] == images
     kill_conversion_at(folder, tmp_path / "t", stop_at=10, workers=1)
-    write_shard(folder / "train-002.tar", [("late", {"jpg": image_bytes(99), "cls": "0"})])
+    write_shard(folder / "train-002.tar", [("late", {"jpg": image_bytes(99), "cls": "0", "json": {},
+                                                     "txt": "a caption"})])
     with pytest.raises(ConversionError, match="data files' names, sizes or modification times differ"):
         datakit.convert(folder, tmp_path / "t", resume=True)
 
@@ -201,7 +209,7 @@ def test_append_adds_the_samples_of_a_new_shard(tmp_path, shards):
     folder, images, _ = shards
     datakit.convert(folder, tmp_path / "s", workers=1)
     extra = image_bytes(99)
-    write_shard(folder / "train-002.tar", [("late", {"jpg": extra, "cls": "99"})])
+    write_shard(folder / "train-002.tar", [("late", {"jpg": extra, "cls": "99", "json": {}, "txt": "x"})])
     report = datakit.convert(folder, tmp_path / "s", append=True, workers=1)
     assert report.written == 1 and report.total == 41
     assert _classes(tmp_path / "s") == ["0", "5", "10", "15", "99"]  # a new class goes last
@@ -226,7 +234,8 @@ def test_export_as_webdataset_writes_shards_that_convert_back_to_the_same_sample
     assert report.written == 40 and report.shards == 3
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
         "shard-000000.tar", "shard-000001.tar", "shard-000002.tar"]
-    members = _members(tmp_path / "out")
+    members = [(name, data) for name, data in _members(tmp_path / "out")  # its fields are members too
+               if name.rpartition(".")[2] in ("jpg", "png", "webp", "cls")]
     assert members[:4] == [("0000000000.jpg", stored[0][0]), ("0000000000.cls", str(stored[0][1]).encode()),
                            ("0000000001.png", stored[1][0]), ("0000000001.cls", str(stored[1][1]).encode())]
     assert [data for name, data in members if not name.endswith(".cls")] == images

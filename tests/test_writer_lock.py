@@ -238,7 +238,7 @@ def test_mongo_resume_takes_over_at_once_from_a_killed_writer_on_this_host(fresh
 def test_mongo_writer_that_lost_its_lease_stops_before_writing(mongo_store_location, fresh_folder):
     """A writer paused past its lease (a suspended laptop) finds another writer took over, and stops."""
     from datakit.errors import StoreError
-    from datakit.format.manifest import Stats
+    from datakit.format.stats import Stats
     from datakit.stores import resolve_store
     from datakit.stores.conversion_state import ConversionSettings
 

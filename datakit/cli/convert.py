@@ -32,6 +32,13 @@ def _parse_extensions(ctx: click.Context, param: click.Parameter, value: str | N
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+def _parse_names(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    """``a,b`` → ``("a", "b")``; ``None`` when the option is not given."""
+    if value is None:
+        return None
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
 class _Source(UserPath):
     """SRC: an existing path (a folder, or a file: shards, tables, an LMDB file), or a
     ``mongodb://`` URI (a datakit store, or the pickle recipe's MongoDB layout), taken as it is."""
@@ -110,6 +117,28 @@ _SOURCE_KINDS = ["folder", "huggingface", "webdataset", "datakit", "recipe_lmdb"
 @click.option("--split", "splits", metavar="NAME", multiple=True,
               help="Hugging Face: convert only this split of a DatasetDict (repeat for several); by default "
                    "every split goes into the one store, and the report counts each.")
+@click.option("--coco", "coco", type=UserPath(exists=True, dir_okay=False, readable=True), multiple=True,
+              metavar="FILE",
+              help="A COCO annotation file naming the images of SRC (instances_*.json, "
+                   "person_keypoints_*.json, captions_*.json); repeat to merge several files of the same "
+                   "images. The store keeps each image's id, boxes, masks, keypoints and captions, and no "
+                   "class label.")
+@click.option("--boxes", type=click.Choice(["keep", "clip", "drop", "refuse"]), default="keep",
+              show_default=True,
+              help="Boxes outside their image, of no size or with a NaN coordinate: keep them as given "
+                   "(counted), clip them to the image, drop them with their masks and keypoints, or refuse "
+                   "their image (skipped, naming the annotation).")
+@click.option("--fields", "field_file", type=UserPath(exists=True, dir_okay=False, readable=True),
+              default=None, metavar="FILE",
+              help="Take the images and their fields from FILE: CSV with a header naming path and any "
+                   "columns, or JSON Lines (.jsonl) of {\"path\": ..., ...}; every column is a field, a "
+                   "'label' column the class. Not with --labels.")
+@click.option("--columns", metavar="NAME,...", callback=_parse_names, default=None,
+              help="Hugging Face: the columns kept as fields besides the image and the label (default: "
+                   "every column a field can hold).")
+@click.option("--optional", "optional", metavar="NAME", multiple=True,
+              help="A field some samples lack (a WebDataset member): stored as none there (repeat for "
+                   "several); otherwise such a sample is refused.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list the files ignored by their extension.")
 @output_options
 def convert_command(src: str, dest: str, backend_options: dict[str, str], workers: int | None,
@@ -119,7 +148,9 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                     exif_transpose: bool, max_side: int | None, quality: int, source_kind: str | None,
                     image_column: str | None, label_column: str | None, class_name: str | None,
                     index: str | None, source_collection: str | None, image_root: str | None,
-                    splits: tuple[str, ...], verbose: bool, as_json: bool, quiet: bool) -> None:
+                    splits: tuple[str, ...], coco: tuple[str, ...], boxes: str, field_file: str | None,
+                    columns: tuple[str, ...] | None, optional: tuple[str, ...], verbose: bool, as_json: bool,
+                    quiet: bool) -> None:
     """Pack the image folder SRC (SRC/<class>/**/<image>) into DEST.
 
     The images, their order and their labels are torchvision ImageFolder's.
@@ -130,7 +161,10 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
     --source-collection for one in MongoDB), the pickle recipe's LMDB (a folder or a single file),
     an LMDB of encoded images (with --class or --labels), or the recipe's
     MongoDB layout (SRC mongodb://HOST/DB with --source-collection and
-    --index). Pickles are read through an allow-list, never run.
+    --index). Pickles are read through an allow-list, never run. With --coco,
+    SRC is the folder of the images a COCO annotation file lists. A WebDataset
+    sample's other members, a dataset's other columns and a --fields file's
+    columns are kept as fields (LMDBDataset(DEST)[i] is then a dict).
     DEST is a path for an LMDB store (outside SRC), or a mongodb:// URI for a
     MongoDB collection. Unreadable or broken images and unreadable folders are
     skipped and listed; the conversion can be killed at any time and finished
@@ -159,7 +193,8 @@ def convert_command(src: str, dest: str, backend_options: dict[str, str], worker
                          discard_unfinished=discard_unfinished, progress=progress,
                          source_kind=source_kind, image_column=image_column, label_column=label_column,
                          class_name=class_name, index=index, source_collection=source_collection,
-                         image_root=image_root, split=list(splits) or None)
+                         image_root=image_root, split=list(splits) or None, coco=list(coco) or None,
+                         boxes=boxes, fields=field_file, columns=columns, optional=optional)
     output.result(report.to_dict(), functools.partial(_render, verbose=verbose, chosen=bool(splits)))
     if strict and report.skipped:
         raise click.ClickException(f"{len(report.skipped)} file(s) or folder(s) skipped and --strict "
@@ -234,6 +269,7 @@ def _notes(report: dict[str, Any], verbose: bool, chosen: bool) -> list[str]:
             lines.extend(f"  {_shown(report, path)}" for path in ignored)
     if report["label_file"]:
         lines.append(f"labels from {report['label_file']}")
+    lines.extend(_coco_notes(report))
     if report["unlisted"]:
         lines.append(f"ignored {len(report['unlisted'])} image(s) under {report['source']} that the label "
                      "file does not name" + (":" if verbose else " (--verbose lists them)"))
@@ -252,6 +288,27 @@ def _notes(report: dict[str, Any], verbose: bool, chosen: bool) -> list[str]:
                      "as in the file, as ImageFolder loads them (--exif-transpose stores them upright)")
     if report["empty_classes"]:
         lines.append(f"warning: class folder(s) without images: {', '.join(report['empty_classes'])}")
+    return lines
+
+
+def _coco_notes(report: dict[str, Any]) -> list[str]:
+    """The annotation files, the images without annotations, and the boxes outside or mended."""
+    lines = []
+    if report["annotation_files"]:
+        unannotated = report["unannotated"]
+        lines.append(f"annotations from {', '.join(report['annotation_files'])}"
+                     + (f"; {unannotated} image(s) without annotations, stored as negatives" if unannotated
+                        else ""))
+    boxes = report["boxes"]
+    if boxes.get("outside") or boxes.get("degenerate"):
+        outside, degenerate = boxes.get("outside", 0), boxes.get("degenerate", 0)
+        lines.append(f"{outside} box(es) lie outside their image and {degenerate} have no size or a NaN "
+                     "coordinate: kept as given (--boxes clip, drop or refuse mends them)")
+    if boxes.get("clipped"):
+        lines.append(f"{boxes['clipped']} box(es) clipped to their image (--boxes clip)")
+    if boxes.get("dropped"):
+        lines.append(f"{boxes['dropped']} box(es) outside their image or without size dropped, with their "
+                     "masks and keypoints (--boxes drop)")
     return lines
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from datakit.cli._errors import INCOMPLETE, DatakitCommand
+from datakit.cli._fields import field_lines
 from datakit.cli._options import output_options, store_options
 from datakit.cli._output import Output, human_bytes
 
@@ -17,7 +18,7 @@ _SHOWN_BAD = 50
 
 def _check_preview(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """An extension that names no format is a usage error, found before the store is read."""
-    from datakit.tools.inspection import preview_format
+    from datakit.tools.inspect.preview import preview_format
 
     if value is not None:
         try:
@@ -51,7 +52,7 @@ def inspect_command(store: str, backend_options: dict[str, str], verify: bool, p
     the summary, so that scripts notice.
     """
     from datakit.stores import resolve_store
-    from datakit.tools.inspection import inspect
+    from datakit.tools.inspect.summary import inspect
 
     spec = resolve_store(store, backend_options)
     output = Output(json=as_json, quiet=quiet)
@@ -85,7 +86,8 @@ def _render(summary: dict[str, Any]) -> str:
         f"bytes       {human_bytes(summary['total_bytes'])} total, {human_bytes(summary['mean_bytes'])} mean",
     ]
     origin = (f"from {summary['label_file']}" if summary.get("label_file")
-              else _LABEL_ORIGINS.get(summary.get("source_kind") or "", "") if summary["complete"] else "")
+              else _LABEL_ORIGINS.get(summary.get("source_kind") or "", "")
+              if summary["complete"] and summary.get("label_kind") != "none" else "")
     unlisted = (f" ({summary['unlisted']} image(s) under the source not named there, not converted)"
                 if summary.get("unlisted") else "")
     kind = summary["labels"]
@@ -99,9 +101,14 @@ def _render(summary: dict[str, Any]) -> str:
     notes = _image_notes(summary)
     if notes:
         lines.append(f"notes       {'; '.join(notes)}")
-    lines.append(f"classes     {len(summary['classes'])}{_class_order(summary)}")
-    width = max((len(name) for name in summary["classes"]), default=0)
-    lines.extend(f"  {name:<{width}}  {count}" for name, count in summary["class_counts"].items())
+    if summary.get("schema") is not None:
+        lines.append(f"schema      {_schema_words(summary['schema'])}")
+    if summary["classes"] or not summary.get("fields") or any(
+            spec["type"] == "label" for spec in summary.get("schema") or []):  # a field store may have none
+        lines.append(f"classes     {len(summary['classes'])}{_class_order(summary)}")
+        width = max((len(name) for name in summary["classes"]), default=0)
+        lines.extend(f"  {name:<{width}}  {count}" for name, count in summary["class_counts"].items())
+    lines.extend(field_lines(summary.get("fields") or {}))
     if "verify" in summary:
         result = summary["verify"]
         if result["ok"]:
@@ -118,6 +125,14 @@ def _render(summary: dict[str, Any]) -> str:
 
 _LAYOUTS = {"recipe_lmdb": "a pickle-recipe LMDB store", "image_lmdb": "an LMDB of encoded images",
             "recipe_mongo": "a pickle-recipe MongoDB collection"}
+
+
+def _schema_words(schema: list[dict[str, Any]]) -> str:
+    """The schema in one line (:func:`datakit.tools.inspect.field_stats.schema_words`)."""
+    from datakit.format.fields.schema import Schema
+    from datakit.tools.inspect.field_stats import schema_words
+
+    return schema_words(Schema.from_json(schema))
 
 
 def _render_foreign(summary: dict[str, Any]) -> str:

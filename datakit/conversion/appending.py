@@ -40,7 +40,9 @@ import numpy as np
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.labelfile import LabelledFolder
 from datakit.errors import ConversionError, Spelling
-from datakit.format.manifest import KEPT_SKIPPED_FILES, NO_LABEL, Manifest, Stats
+from datakit.format.fields.schema import Schema
+from datakit.format.manifest import KEPT_SKIPPED_FILES, NO_LABEL, Manifest
+from datakit.format.stats import Stats
 from datakit.stores import is_mongodb_uri
 from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
 from datakit.stores.refusals import Described
@@ -51,7 +53,8 @@ APPEND_RULES = "append "
 """Prefix of an append's ``scan`` in its progress entry, before the scan rules of its source."""
 
 _KIND_NAMES = {"folder": "an image folder", "huggingface": "a Hugging Face dataset",
-               "webdataset": "WebDataset shards", "datakit": "a datakit store"}
+               "webdataset": "WebDataset shards", "datakit": "a datakit store",
+               "coco": "an images folder with COCO annotation files"}
 
 
 @dataclass
@@ -98,6 +101,7 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
     before = appended.manifest
     multi = before.multi_label
     _check_label_origin(before, folder, where)
+    _check_same_fields(before, folder, where)
     _check_labelled(before, folder, where)
     if multi_label and not multi:
         raise ConversionError(f"{where} is a single-label store; a label file giving images several "
@@ -110,7 +114,8 @@ def plan_append(appended: AppendState, folder: SourceFolder, rules: str, multi_l
                               f"class; an append cannot add the classes {new} to it (convert a new store)")
     classes = known + new
     settings = ConversionSettings(folder.root, classes, before.payload_kind, APPEND_RULES + rules,
-                                  before.exif_transpose, before.max_side, before.quality, before.label_kind)
+                                  before.exif_transpose, before.max_side, before.quality, before.label_kind,
+                                  before.sample_fields.to_json())
     if interrupted is not None:
         if (not _same_source(interrupted.settings.source, settings.source)
                 or interrupted.settings.scan != settings.scan or interrupted.settings.classes != classes):
@@ -192,6 +197,24 @@ def _check_label_origin(before: Manifest, folder: SourceFolder, where: str) -> N
         "{where} takes its labels from its class folders, not from a label file; an append to it takes "
         "them from class folders too: append without {labels} (or convert a new store)", where=where,
         labels=Spelling("labels", "--labels"))
+
+
+def _check_same_fields(before: Manifest, folder: SourceFolder, where: str) -> None:
+    """An append brings the store's own fields, each of the same type and options.
+
+    Raises:
+        ConversionError: naming the first field that differs.
+    """
+    stored = {spec.name: spec.to_json() for spec in before.sample_fields.fields}
+    given = folder.schema or Schema.classification(before.sample_fields.label is not None)
+    brought = {spec.name: spec.to_json() for spec in given.fields}
+    for name in [*stored, *(name for name in brought if name not in stored)]:
+        if stored.get(name) != brought.get(name):
+            raise ConversionError(
+                f"{where} has the fields {', '.join(stored)}; this source's field {name!r} is "
+                + ("not among them" if name not in stored else "missing" if name not in brought
+                   else f"{brought[name]} where the store has {stored[name]}")
+                + ": an append brings the store's own fields (convert a new store for other ones)")
 
 
 def appended_manifest(plan: AppendPlan, skipped: Sequence[list[str]], label_file: str) -> Manifest:

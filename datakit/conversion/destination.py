@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datakit.conversion.resumption import check_resumable
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.errors import DestinationExistsError, InvalidLocationError, StoreNotFoundError, option
-from datakit.format.manifest import Stats
+from datakit.format.stats import Stats
 from datakit.stores import MONGODB_SCHEMES, is_mongodb_uri, mask_location, resolve_store
 from datakit.stores.contract import StoreSpec, StoreWriter
 from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings

@@ -16,7 +16,7 @@ from typing import Any
 
 from datakit.conversion.reading import ReadOutcome
 from datakit.conversion.report import ConversionReport, SkippedFile
-from datakit.format.manifest import Stats
+from datakit.format.stats import Stats
 from datakit.stores.conversion_state import PendingRecord
 
 __all__ = ["COMMIT_RECORDS", "ProgressCallback", "number", "batches", "reporting"]
@@ -61,14 +61,15 @@ def number(outcomes: Iterable[ReadOutcome], stats: Stats, labels: list[Any],
         oriented = outcome.orientation != 1
         stats.add(entry.classes or entry.label, outcome.payload_bytes, outcome.image_format, outcome.width,
                   outcome.height, oriented=oriented, high_bit_depth=outcome.high_bit_depth,
-                  downscaled=outcome.downscaled)
+                  downscaled=outcome.downscaled, fields=outcome.field_stats)
         labels.append(entry.classes or entry.label)
         report.exif_oriented += oriented
         report.high_bit_depth += outcome.high_bit_depth
         report.downscaled += outcome.downscaled
         report.written += 1
+        report.count_boxes(outcome.field_stats)
         report.bytes_written += outcome.payload_bytes
-        yield PendingRecord(index, entry.path, entry.label, outcome.record)
+        yield PendingRecord(index, entry.path, entry.label, outcome.record, outcome.document)
 
 
 def batches(records: Iterable[PendingRecord], limit: int) -> Iterator[list[PendingRecord]]:

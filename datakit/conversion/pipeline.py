@@ -3,11 +3,13 @@
 ::
 
     scan the source    sources/scan.py tells the kind: sources/folder.py (ImageFolder's files and
-                       order), sources/labelfile.py (a label file's), sources/huggingface.py (a
-                       datasets dataset on disk; sources/hf_images.py: its rows' images, paths read
-                       inside the image root only), sources/webdataset.py (tar shards), sources/foreign/
-                       (other tools' stores); all yield the same entries (sources/entries.py), whose
-                       bytes their readers get (sources/files.py for files)
+                       order), sources/labelfile.py (a label file's), sources/fieldfile.py (a field
+                       file's), sources/huggingface.py (a datasets dataset on disk; hf_images.py: its
+                       rows' images, read inside the image root only; hf_fields.py: its other columns),
+                       sources/webdataset/ (tar shards, every member a field), sources/foreign/ (other
+                       tools' stores), sources/coco/ (an images folder and COCO annotation files); all
+                       yield the same entries (sources/entries.py), whose bytes (sources/files.py for
+                       files) and fields (fields.py) the readers get
     check destination  destination.py: resolved, outside the source, then created, replaced
                        (overwrite), resumed (resumption.py checks it) or grown (appending.py)
     what this run adds run.py: the entries the store does not hold yet, the labels it holds
@@ -36,18 +38,21 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from datakit.conversion.destination import check_outside_source, resolve_destination
+from datakit.conversion.fields import BOX_POLICIES, refuse_moving_images
 from datakit.conversion.images.checks import DEFAULT_MAX_PIXELS
 from datakit.conversion.images.downscale import DEFAULT_QUALITY
 from datakit.conversion.numbering import COMMIT_RECORDS, ProgressCallback, batches, number, reporting
 from datakit.conversion.reading import read_pending, too_many_readers
 from datakit.conversion.report import ConversionReport, checked, nothing_stored, scanned_report
 from datakit.conversion.run import Run, start_run
+from datakit.conversion.sources.choice import SourceChoice
 from datakit.conversion.sources.datakit_store import StoreFolder, check_not_the_source, kept_settings
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.foreign.layouts import StoreChoice
 from datakit.conversion.sources.labelfile import LabelledFolder
-from datakit.conversion.sources.scan import SourceChoice, scan_source
+from datakit.conversion.sources.scan import scan_source
 from datakit.errors import DatakitWarning, SourceError
+from datakit.format.fields.schema import Schema
 from datakit.stores import given_options, is_mongodb_uri
 from datakit.stores.contract import StoreSpec, StoreWriter
 from datakit.stores.conversion_state import ConversionSettings, PendingRecord
@@ -77,6 +82,7 @@ def convert(
     discard_unfinished: bool = False,
     progress: ProgressCallback | None = None,
     commit_every: int = COMMIT_RECORDS,
+    boxes: str = "keep",
     source_kind: str | None = None,
     image_column: str | None = None,
     label_column: str | None = None,
@@ -85,6 +91,10 @@ def convert(
     source_collection: str | None = None,
     image_root: str | os.PathLike[str] | None = None,
     split: str | Sequence[str] | None = None,
+    coco: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    fields: str | os.PathLike[str] | None = None,
+    columns: Sequence[str] | None = None,
+    optional: Sequence[str] = (),
 ) -> ConversionReport:
     """Pack the image folder (or Hugging Face dataset, or WebDataset shards) ``src`` into the store ``dest``.
 
@@ -154,6 +164,12 @@ def convert(
             append into ``dest`` (whatever its source): its records after the
             manifest's are deleted, which readers never saw.
         progress: called as ``progress(done, total)`` while converting.
+        boxes: what to do with a box that lies outside its image, has no size
+            or a NaN coordinate: ``"keep"`` it as given (and count it in the
+            manifest: torchvision's ``SanitizeBoundingBoxes`` decides at train
+            time), ``"clip"`` it to the image, ``"drop"`` it with its mask and
+            keypoints, or ``"refuse"`` the image (skipped and listed, naming the
+            annotation).
         commit_every: records per commit (commits are also cut at 8 MiB and
             every 2 seconds). Smaller commits lose less work to a crash and
             cost more syncs.
@@ -181,6 +197,20 @@ def convert(
         split: the split, or splits, of a Hugging Face ``DatasetDict`` to convert
             (kept in the dataset's order); by default every split, into this one
             store, which the report (``splits``) and the manifest record.
+        coco: a COCO annotation file, or several of the same images (instances,
+            person keypoints, captions: merged), naming the images of the folder
+            ``src`` (their ``file_name``). The store holds, for each image listed,
+            sorted by id as ``CocoDetection`` has them, the image, its
+            ``image_id`` and the boxes, masks, keypoints and captions the files
+            give, and no class label; ``target_format="torchvision-detection"``
+            reads it as torchvision's COCO wrapper does
+            (:mod:`datakit.conversion.sources.coco`). Not with ``labels``.
+        fields: a field file (CSV or JSON Lines of ``path`` and any columns) naming the images
+            under ``src`` and their fields, a column each; a ``label`` column is their class
+            (:mod:`datakit.conversion.sources.fieldfile`). Not with ``labels``.
+        columns: the columns of a Hugging Face dataset kept as fields besides its image and label
+            (by default every column a field holds: :mod:`datakit.conversion.sources.hf_fields`).
+        optional: fields a sample may lack (a WebDataset member some samples do not have).
 
     The pickle recipe's LMDB stores (a folder or a single file) and LMDBs of
     encoded images are imported too, and its values unpickled through an
@@ -222,17 +252,21 @@ def convert(
              "discard_unfinished": discard_unfinished}
     _check_arguments(modes, format=format, commit_every=commit_every, workers=workers, max_pixels=max_pixels,
                      max_side=max_side, quality=quality)
+    if boxes not in BOX_POLICIES:
+        raise ValueError(f"boxes must be one of {', '.join(map(repr, BOX_POLICIES))}, not {boxes!r}")
     started = time.perf_counter()
     root = _source_root(src)
     spec = resolve_destination(root, dest, given_options(collection=collection, database=database))
     _check_outside_source(root, spec)
     # scan the source, then check the destination and see what this run adds: fresh, resume or append
     store = StoreChoice(class_name, None if index is None else os.fspath(index), source_collection)
-    folder, rules = scan_source(root, labels, extensions, SourceChoice(
-        source_kind, image_column, label_column, store, _folder_path(image_root), _splits(split)))
+    choice = SourceChoice.given(source_kind, image_column, label_column, store, image_root=image_root,
+                                split=split, coco=coco, optional=optional, columns=columns, fields=fields)
+    folder, rules = scan_source(root, labels, extensions, choice)
+    refuse_moving_images(folder, max_side, exif_transpose)
     check_not_the_source(folder.root, spec)  # a collection into itself, named once scanned
-    _warn_caller([_hidden_class_warning(folder, name) for name in folder.hidden_classes()])
-    wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality)
+    _warn_caller([*(_hidden_class_warning(folder, name) for name in folder.hidden_classes()), *folder.notes])
+    wanted = _wanted_settings(folder, rules, format, exif_transpose, max_side, quality, boxes)
     report = scanned_report(folder, spec.describe(), wanted.exif_transpose, wanted.max_side)
     _check_not_empty(folder, report, resume or append)
     with spec.open_writer() as writer:
@@ -241,7 +275,8 @@ def convert(
             return _finished(report, started)
         # read + verify in the reader pool, number, write in batches, and the manifest last
         _warn_caller([too_many_readers(workers or 1, len(run.entries))])
-        outcomes = read_pending(run.entries, run.source, run.settings, verify, max_pixels, workers)
+        outcomes = read_pending(run.entries, run.source, run.settings, verify, max_pixels, workers,
+                                run.fields)
         outcomes = outcomes if progress is None else reporting(outcomes, progress, len(run.entries))
         stored = _commit_all(writer, run, number(outcomes, run.state.stats, run.labels, report), report,
                              commit_every)
@@ -318,31 +353,18 @@ def _discarded(spec: StoreSpec, report: ConversionReport) -> SourceError:
     return nothing_stored(report)
 
 
-def _folder_path(path: str | os.PathLike[str] | None) -> str | None:
-    return None if path is None else os.path.abspath(os.path.expanduser(os.fspath(path)))
-
-
-def _splits(split: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``split=`` as a tuple of names: one name, or several (a list)."""
-    if split is None:
-        return ()
-    names = (split,) if isinstance(split, str) else tuple(split)
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"split must be a split's name or a list of them, not {split!r}")
-    return names
-
-
 def _wanted_settings(folder: SourceFolder, rules: str, format: str, exif_transpose: bool,
-                     max_side: int | None, quality: int) -> ConversionSettings:
+                     max_side: int | None, quality: int, boxes: str) -> ConversionSettings:
     """The settings this conversion asks for (a resumed store must have been started with them);
     a copied store's own image settings where none are asked for."""
     exif_transpose, max_side, quality = kept_settings(folder, exif_transpose, max_side, quality)
     multi = isinstance(folder, (LabelledFolder, StoreFolder)) and folder.multi_label
     payload = folder.payload_kind or format
-    label_kind = "none" if folder.unlabelled else "multi" if multi else "single"
+    labelled = not folder.unlabelled if folder.schema is None else folder.schema.label is not None
+    schema = (folder.schema or Schema.classification(labelled)).to_json()
+    label_kind = "multi" if multi else "single" if labelled else "none"
     return ConversionSettings(folder.root, folder.classes, payload, rules, exif_transpose, max_side or 0,
-                              quality if max_side else 0, label_kind)
+                              quality if max_side else 0, label_kind, schema, boxes)
 
 
 def _hidden_class_warning(folder: SourceFolder, name: str) -> str:

@@ -14,7 +14,9 @@ import functools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from datakit.conversion.fields import FieldOptions, seal_with_fields
 from datakit.conversion.file_reads import pixel_limit_for_reads
 from datakit.conversion.images.checks import BadImage, ImageOptions, check_source_image, pixel_image
 from datakit.conversion.images.downscale import DEFAULT_QUALITY
@@ -39,11 +41,15 @@ class ReadOptions:
         source: how the entries' bytes are read (opened in each reader process).
         image: how each image is checked and stored.
         multi_label: the records carry several classes (a multi-label file).
+        fields: the fields beyond the image and its label, and where their
+            values come from (:mod:`datakit.conversion.fields`); None for a
+            classification store.
     """
 
     source: EntryBytes
     image: ImageOptions
     multi_label: bool = False
+    fields: FieldOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class ReadOutcome:
     orientation: int = 1
     high_bit_depth: bool = False
     downscaled: bool = False
+    field_stats: dict[str, dict[str, Any]] | None = None
+    document: dict[str, Any] | None = None
 
 
 def usable_cpus() -> int:
@@ -84,7 +92,8 @@ def too_many_readers(workers: int, files: int) -> str | None:
 
 
 def read_pending(entries: Sequence[SourceEntry], source: EntryBytes, settings: ConversionSettings,
-                 verify: bool, max_pixels: int, workers: int | None) -> Iterator[ReadOutcome]:
+                 verify: bool, max_pixels: int, workers: int | None,
+                 fields: FieldOptions | None = None) -> Iterator[ReadOutcome]:
     """The reading stage of a conversion: :func:`read_images` with the store's own payload, EXIF,
     size and label settings, and by default one reader per usable CPU when images are decoded
     (``verify``, or raw pixels), else one: reading a file and its header is cheaper than sending
@@ -93,7 +102,7 @@ def read_pending(entries: Sequence[SourceEntry], source: EntryBytes, settings: C
     image = ImageOptions(kind, verify, max_pixels, settings.exif_transpose, settings.max_side or None,
                          settings.quality or DEFAULT_QUALITY)
     decodes = verify or kind is PayloadKind.RAW
-    return read_images(entries, ReadOptions(source, image, settings.label_kind == "multi"),
+    return read_images(entries, ReadOptions(source, image, settings.label_kind == "multi", fields),
                        workers or (usable_cpus() if decodes else 1))
 
 
@@ -110,6 +119,8 @@ def read_images(entries: Sequence[SourceEntry], options: ReadOptions,
                 yield from read_chunk(chunk)
         finally:
             options.source.close()  # what this process opened to read
+            if options.fields is not None:
+                options.fields.source.close()
         return
     for outcomes in ReaderPool(read_chunk, workers).map(chunks):
         yield from outcomes
@@ -152,8 +163,17 @@ def _read_one(entry: SourceEntry, options: ReadOptions) -> ReadOutcome:
             image = check_source_image(framed, options.image)
     except BadImage as exc:
         return ReadOutcome(entry, error=str(exc))
-    record = seal_record(image.framed, kind=image.kind, label=entry.label, multi_label=options.multi_label,
-                         width=image.width, height=image.height, channels=image.channels)
+    stats = document = None
+    if options.fields is not None:
+        try:
+            sealed = seal_with_fields(image, entry, entry.label, options.fields, options.image)
+        except BadImage as exc:
+            return ReadOutcome(entry, error=str(exc))
+        record, stats, document = sealed.record, sealed.stats, sealed.document
+    else:
+        record = seal_record(image.framed, kind=image.kind, label=entry.label,
+                             multi_label=options.multi_label, width=image.width, height=image.height,
+                             channels=image.channels)
     return ReadOutcome(entry, record, image.image_format, image.width, image.height,
-                        len(image.payload), orientation=image.orientation,
-                        high_bit_depth=image.high_bit_depth, downscaled=image.downscaled)
+                       len(image.payload), orientation=image.orientation, high_bit_depth=image.high_bit_depth,
+                       downscaled=image.downscaled, field_stats=stats, document=document)

@@ -12,6 +12,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from datakit.conversion.sources.coco.source import CocoFolder
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.labelfile import LabelledFolder
 from datakit.errors import ConversionError, SourceError
@@ -19,6 +20,7 @@ from datakit.errors import ConversionError, SourceError
 __all__ = ["SkippedFile", "ConversionReport", "scanned_report", "checked", "listed_skips", "nothing_stored"]
 
 _SHOWN_REASONS = 3
+_BOX_COUNTS = ("outside", "degenerate", "clipped", "dropped")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,14 @@ class ConversionReport:
         splits: the rows of each split of a Hugging Face ``DatasetDict`` that
             was converted, in order (every split unless ``split`` chose); empty
             for other sources.
+        annotation_files: the COCO annotation files the images and their
+            annotations came from (``coco``); empty for other sources.
+        unannotated: images the COCO annotation files list without any
+            annotation or caption: stored all the same, as negatives.
+        boxes: boxes this run wrote or mended that lie outside their image
+            (``outside``) or have no size or a NaN coordinate (``degenerate``),
+            kept as given; or that ``boxes="clip"`` moved inside (``clipped``)
+            or ``boxes="drop"`` left out (``dropped``). Only counts above 0.
     """
 
     source: str
@@ -99,10 +109,20 @@ class ConversionReport:
     resumed_nothing: bool = False
     standalone_names: bool = False
     splits: dict[str, int] = field(default_factory=dict)
+    annotation_files: list[str] = field(default_factory=list)
+    unannotated: int = 0
+    boxes: dict[str, int] = field(default_factory=dict)
 
     @property
     def images_per_second(self) -> float:
         return self.written / self.seconds if self.seconds > 0 else 0.0
+
+    def count_boxes(self, measured: dict[str, dict[str, Any]] | None) -> None:
+        """Add one record's field statistics' box counts (:attr:`boxes`)."""
+        for totals in (measured or {}).values():
+            for key in _BOX_COUNTS:
+                if totals.get(key):
+                    self.boxes[key] = self.boxes.get(key, 0) + totals[key]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -118,6 +138,8 @@ def scanned_report(folder: SourceFolder, where: str, exif_transpose: bool, max_s
                               splits=dict(folder.splits))
     if isinstance(folder, LabelledFolder):
         report.label_file, report.unlisted = folder.label_file, folder.unlisted
+    if isinstance(folder, CocoFolder):
+        report.annotation_files, report.unannotated = folder.annotation_files, folder.unannotated
     report.skipped.extend(SkippedFile(item.path, f"folder not readable ({item.reason})")
                           for item in folder.unreadable)
     report.skipped.extend(SkippedFile(loop.path, f"folder not followed (a symlink to "

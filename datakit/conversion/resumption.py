@@ -17,15 +17,19 @@ through one is refused; one that does not resumes as if started today).
 
 from __future__ import annotations
 
+from typing import Any
+
 from datakit.conversion.sources.entries import SourceFolder
 from datakit.conversion.sources.folder import legacy_order_matches
 from datakit.errors import ConversionError, Spelling, option
+from datakit.format.fields.schema import Schema
 from datakit.stores.conversion_state import CommittedState, ConversionSettings
 
 __all__ = ["check_resumable"]
 
 _LABELS_RULES = "labels "  # how label_scan_rules() names a label file's order
-_DATASET_RULES = ("huggingface ", "webdataset ", "datakit ")  # how sources other than folders name entries
+_DATASET_RULES = ("huggingface ", "webdataset ", "datakit ", "coco ", "fields ")
+"""How the scan rules of sources other than folders begin: their entries are pinned by their files' digest."""
 _OVERWRITE = option("overwrite")
 
 
@@ -35,6 +39,15 @@ def _downscaling(settings: ConversionSettings) -> Spelling:
     spelled = option("max_side", settings.max_side), option("quality", settings.quality)
     return Spelling(", ".join(each.python for each in spelled),
                     " ".join(each.command_line for each in spelled))
+
+
+def _fields_of(settings: ConversionSettings) -> list[dict[str, Any]]:
+    """The settings' schema; a conversion started before schemas were recorded read an image and a label."""
+    return settings.schema or Schema.classification(settings.label_kind != "none").to_json()
+
+
+def _named(schema: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{field['name']} ({field['type']})" for field in schema)
 
 
 def check_resumable(state: CommittedState, wanted: ConversionSettings, where: str,
@@ -60,6 +73,16 @@ def _check_records_alike(stored: ConversionSettings, wanted: ConversionSettings,
         raise ConversionError.advising(
             "{where} was started {started}; resume with the same option, or start again with {overwrite}",
             where=where, started=started, overwrite=_OVERWRITE)
+    stored_fields, wanted_fields = _fields_of(stored), _fields_of(wanted)
+    if stored_fields != wanted_fields:
+        raise ConversionError.advising(
+            "{where} was started with the fields {stored}, this conversion reads {wanted}; convert the same "
+            "source, or start again with {overwrite}", where=where, stored=_named(stored_fields),
+            wanted=_named(wanted_fields), overwrite=_OVERWRITE)
+    if stored.boxes != wanted.boxes:
+        raise ConversionError.advising("{where} was started with {stored}; resume with the same option, or "
+                                       "start again with {overwrite}", where=where,
+                                       stored=option("boxes", stored.boxes), overwrite=_OVERWRITE)
     if (stored.max_side, stored.quality) != (wanted.max_side, wanted.quality):
         raise ConversionError.advising(
             "{where} was started with {stored}, this conversion asks for {wanted}; resume with the "

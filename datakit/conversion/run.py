@@ -20,12 +20,14 @@ import numpy as np
 
 from datakit.conversion.appending import AppendPlan, appended_manifest, plan_append
 from datakit.conversion.destination import prepare_destination
+from datakit.conversion.fields import FieldOptions
 from datakit.conversion.report import ConversionReport, listed_skips
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.files import EntryBytes, entry_bytes
 from datakit.conversion.sources.labelfile import in_class_order
+from datakit.format.fields.schema import Schema
 from datakit.format.manifest import KEPT_SKIPPED_FILES, Manifest, source_spans
-from datakit.format.records import MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION
+from datakit.format.records import FIELDS_VERSION, MULTI_LABEL_VERSION, SINGLE_LABEL_VERSION
 from datakit.stores.contract import StoreWriter
 from datakit.stores.conversion_state import AppendState, CommittedState, ConversionSettings
 
@@ -46,6 +48,8 @@ class Run:
             record's tuple of classes), in index order; numbering appends to it.
         source: how the reading stage gets the entries' bytes.
         manifest: the manifest that completes the store, from the finished report.
+        fields: how the reading stage gets and encodes the other fields (None
+            for a classification store).
     """
 
     settings: ConversionSettings
@@ -54,6 +58,7 @@ class Run:
     labels: list[Any]
     source: EntryBytes
     manifest: Callable[[ConversionReport], Manifest]
+    fields: FieldOptions | None = None
 
     def label_table(self) -> np.ndarray:
         """The label table: class indices, or a ``(records, classes)`` multi-hot uint8 array."""
@@ -105,7 +110,7 @@ def _conversion_run(state: CommittedState, folder: SourceFolder, wanted: Convers
     multi = wanted.label_kind == "multi"
     labels = _multi_labels(folder, state.sources) if multi else list(state.labels)
     return Run(wanted, state, _not_stored(folder.entries, state), labels, entry_bytes(folder),
-               lambda done: _manifest(folder, wanted, state, done))
+               lambda done: _manifest(folder, wanted, state, done), field_options(folder, wanted))
 
 
 def _append_run(writer: StoreWriter, appended: AppendState, folder: SourceFolder, wanted: ConversionSettings,
@@ -123,7 +128,17 @@ def _append_run(writer: StoreWriter, appended: AppendState, folder: SourceFolder
     def manifest(done: ConversionReport) -> Manifest:
         return _with_splits(appended_manifest(plan, listed_skips(done), done.label_file), folder)
 
-    return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder), manifest)
+    return Run(plan.settings, plan.state, pending, plan.labels, entry_bytes(folder), manifest,
+               field_options(folder, wanted))
+
+
+def field_options(folder: SourceFolder, settings: ConversionSettings) -> FieldOptions | None:
+    """How the reader processes encode ``folder``'s fields under ``settings`` (None: an image and a label)."""
+    if folder.schema is None or folder.schema.is_classification:
+        return None
+    if folder.fields is None:
+        raise ValueError(f"the {folder.kind} source declares fields but gives no way to read them")
+    return FieldOptions(folder.schema, folder.fields, settings.boxes)
 
 
 def _with_splits(manifest: Manifest, folder: SourceFolder) -> Manifest:
@@ -161,7 +176,6 @@ def _manifest(folder: SourceFolder, settings: ConversionSettings, state: Committ
               report: ConversionReport) -> Manifest:
     """The manifest of a finished conversion."""
     listed = listed_skips(report)
-    multi = settings.label_kind == "multi"
     return Manifest(classes=folder.classes, payload_kind=settings.payload_kind, stats=state.stats,
                     skipped=len(report.skipped), source=folder.root,
                     skipped_files=listed[:KEPT_SKIPPED_FILES],
@@ -169,5 +183,12 @@ def _manifest(folder: SourceFolder, settings: ConversionSettings, state: Committ
                     exif_transpose=settings.exif_transpose, max_side=settings.max_side,
                     quality=settings.quality, label_file=report.label_file,
                     unlisted=len(report.unlisted), label_kind=settings.label_kind,
-                    format_version=MULTI_LABEL_VERSION if multi else SINGLE_LABEL_VERSION,
-                    class_order=folder.class_order, source_kind=folder.kind, splits=list(folder.splits))
+                    format_version=_format_version(settings), class_order=folder.class_order,
+                    source_kind=folder.kind, schema=settings.schema, splits=list(folder.splits))
+
+
+def _format_version(settings: ConversionSettings) -> int:
+    """The oldest format that holds these records: fields need 3, several labels 2."""
+    if settings.schema and not Schema.from_json(settings.schema).is_classification:
+        return FIELDS_VERSION
+    return MULTI_LABEL_VERSION if settings.label_kind == "multi" else SINGLE_LABEL_VERSION

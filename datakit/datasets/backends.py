@@ -8,7 +8,7 @@ message that names the right class.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from datakit.datasets.base import StoreDataset
@@ -24,7 +24,8 @@ class LMDBDataset(StoreDataset):
 
     Args:
         path: the store's directory.
-        transform, target_transform, output, on_error, max_errors: as for
+        transform, target_transform, output, on_error, max_errors, fields,
+            target_format, target_keys, transforms, field_transforms: as for
             :class:`StoreDataset`.
 
     Example::
@@ -41,6 +42,12 @@ class LMDBDataset(StoreDataset):
         output: Output = "pil",
         on_error: OnError = "raise",
         max_errors: int = 10,
+        *,
+        fields: Sequence[str] | None = None,
+        target_format: str | None = None,
+        target_keys: Collection[str] | str | None = None,
+        transforms: Callable[[Any], Any] | None = None,
+        field_transforms: Mapping[str, Callable[[Any], Any]] | None = None,
     ) -> None:
         from datakit.stores.lmdb import make_spec
 
@@ -49,8 +56,9 @@ class LMDBDataset(StoreDataset):
             raise InvalidLocationError(f"{mask_location(location)} is a MongoDB URI; open it with "
                                        "MongoDataset(uri, collection=...), LMDBDataset takes a path")
         check_location(location)
-        super().__init__(make_spec(location), transform, target_transform, output,
-                         on_error, max_errors)
+        super().__init__(make_spec(location), transform, target_transform, output, on_error, max_errors,
+                         fields=fields, target_format=target_format, target_keys=target_keys,
+                         transforms=transforms, field_transforms=field_transforms)
 
 
 class MongoDataset(StoreDataset):
@@ -60,7 +68,8 @@ class MongoDataset(StoreDataset):
         uri: a ``mongodb://`` or ``mongodb+srv://`` URI.
         collection: the collection holding the samples.
         database: the database, when the URI names none.
-        transform, target_transform, output, on_error, max_errors: as for
+        transform, target_transform, output, on_error, max_errors, fields,
+            target_format, target_keys, transforms, field_transforms: as for
             :class:`StoreDataset`.
     """
 
@@ -74,6 +83,12 @@ class MongoDataset(StoreDataset):
         output: Output = "pil",
         on_error: OnError = "raise",
         max_errors: int = 10,
+        *,
+        fields: Sequence[str] | None = None,
+        target_format: str | None = None,
+        target_keys: Collection[str] | str | None = None,
+        transforms: Callable[[Any], Any] | None = None,
+        field_transforms: Mapping[str, Callable[[Any], Any]] | None = None,
     ) -> None:
         from datakit.stores.mongo import make_spec
 
@@ -81,4 +96,6 @@ class MongoDataset(StoreDataset):
             raise InvalidLocationError(f"{uri!r} is not a mongodb:// or mongodb+srv:// URI; for an LMDB "
                                        f"store at a path use LMDBDataset({uri!r})")
         super().__init__(make_spec(uri, given_options(collection=collection, database=database)),
-                         transform, target_transform, output, on_error, max_errors)
+                         transform, target_transform, output, on_error, max_errors, fields=fields,
+                         target_format=target_format, target_keys=target_keys, transforms=transforms,
+                         field_transforms=field_transforms)

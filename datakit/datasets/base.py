@@ -20,33 +20,37 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from torch.utils.data import Dataset
 
 from datakit.datasets.batch_reading import batch_sample_shape, read_raw_batch_into
 from datakit.datasets.error_budget import RecordReading
+from datakit.datasets.field_slots import slot_rest
+from datakit.datasets.fused_samples import FusedSamples, fused_pipeline
 from datakit.datasets.paths import PathLookup, SamplePaths
 from datakit.datasets.samples import (
-    OUTPUTS,
     OnError,
     Output,
+    check_reading_options,
     checked_decode,
     decode_payload,
     parse_record,
     planes_into,
+    positions_of,
     record_label,
 )
+from datakit.datasets.shapes import check_field_transforms, field_samples, no_image
 from datakit.errors import CorruptRecordError, ReadOnlyAttributeError
+from datakit.format.fields.schema import Schema
 from datakit.format.manifest import Manifest, source_spans
+from datakit.format.records import Record
 from datakit.loader.transport.collate import default_collate
-from datakit.loader.workers.batch_contract import BatchSteps
+from datakit.loader.workers.batch_contract import BatchSteps, SlotRest
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
-from datakit.vision.pipeline import FusedPipeline
 
 __all__ = ["StoreDataset"]
 
@@ -75,6 +79,22 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         max_errors: with ``"skip"``, how many corrupt records each process may
             skip before :class:`~datakit.errors.ErrorBudgetExhausted` is raised;
             a store that is badly damaged should stop training, not be hidden.
+        fields: the fields each sample holds, by name (a field store's
+            samples are dicts; ``None``: all of its fields). A classification
+            store gives ``(image, label)`` pairs unless ``fields`` is given.
+        target_format: ``"torchvision-detection"`` gives torchvision's
+            ``(image, target)`` pairs (:mod:`datakit.datasets.detection`).
+        target_keys: with ``target_format``, the keys of each target (as
+            torchvision's ``wrap_dataset_for_transforms_v2``: a set, or ``"all"``).
+        transforms: applied to each whole sample (a dict, or ``(image,
+            target)``), as torchvision's ``transforms`` of its detection
+            datasets; ``transform`` applies to the image alone. A
+            :mod:`datakit.vision` pipeline here is fused as ``transform``'s
+            is, and moves the sample's boxes, masks and keypoints with the
+            pixels (``docs/vision.md``, "Boxes, masks and keypoints").
+        field_transforms: a callable per field name applied to that field's
+            value where the sample is read (a tokenizer on a caption, in the
+            loader's workers).
         **store_options: backend options for a location, such as
             ``collection="train"`` for a MongoDB URI; they reach
             :func:`~datakit.stores.resolve_store` as one mapping.
@@ -106,26 +126,33 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         output: Output = "pil",
         on_error: OnError = "raise",
         max_errors: int = 10,
+        *,
+        fields: Sequence[str] | None = None,
+        target_format: str | None = None,
+        target_keys: Collection[str] | str | None = None,
+        transforms: Callable[[Any], Any] | None = None,
+        field_transforms: Mapping[str, Callable[[Any], Any]] | None = None,
         **store_options: Any,
     ) -> None:
-        if output not in OUTPUTS:
-            raise ValueError(f"output must be one of {', '.join(map(repr, OUTPUTS))}, not {output!r}")
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
-        if max_errors < 0:
-            raise ValueError(f"max_errors must be 0 or more, not {max_errors}")
+        check_reading_options(output, on_error, max_errors)
         self.on_error: OnError = on_error
         self.max_errors = max_errors
         self.spec = resolve_store(store, store_options)
         self.transform = transform
         self.target_transform = target_transform
         self.output: Output = output
-        self._fused = FusedPipeline.from_transform(transform)
+        self._fused, whole = fused_pipeline(transform, transforms)
         with self.spec.open_reader() as reader:
             self.manifest: Manifest = reader.manifest
             self.targets: np.ndarray = reader.labels()
         self.classes: list[str] = list(self.manifest.classes)
         self.class_to_idx: dict[str, int] = {name: label for label, name in enumerate(self.classes)}
+        self.fields: Schema = self.manifest.sample_fields
+        self.transforms = transforms
+        self._shapes = field_samples(self.fields, fields, target_format, target_keys, field_transforms)
+        check_field_transforms(self.fields, self._shapes, self._fused, target_transform, whole)
+        self._fused_samples = None if self._fused is None else FusedSamples(
+            self._fused, self.manifest, self.targets, self._shapes, whole)
         self._reading = RecordReading(self.spec, self.manifest)
         self._paths: PathLookup | None = None  # built where it is used, never pickled
 
@@ -205,32 +232,36 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """Read a whole batch in one round trip to the store."""
-        positions = _positions(indices, len(self))
+        positions = positions_of(indices, len(self))
         raw = self._reading.read_batch(positions, self.on_error)
-        use = self._sample if self._fused is None else self._decode_fused
+        fused = self._fused_samples
+        use = self._sample if fused is None else fused.decode
         loaded = [self._reading.load(position, data, use, self.on_error, self.max_errors)
                   for position, data in zip(positions, raw, strict=True)]
-        if self._fused is not None:  # the per-sample steps, over the batch at once
-            where = [position for position, _, _ in loaded]
-            images = self._fused.samples([pixels for _, pixels, _ in loaded], where)
-            loaded = [(image, label) for image, (_, _, label) in zip(images, loaded, strict=True)]
+        if fused is not None:  # the per-sample steps, over the batch at once
+            return fused.samples(loaded, self.target_transform, None if fused.whole else self.transforms)
+        if self._shapes is not None:
+            loaded = [self._shapes.finish(sample) for sample in loaded]
         if self.target_transform is not None:
             loaded = [(sample, self.target_transform(label)) for sample, label in loaded]
+        if self.transforms is not None:
+            loaded = [self.transforms(sample) for sample in loaded]
         return loaded
 
-    def _sample(self, position: int, data: bytes) -> tuple[Any, Any]:
+    def _sample(self, position: int, data: bytes) -> Any:
         key, record = parse_record(data, position, self.manifest, self.targets)
+        if self._shapes is not None:
+            label = record_label(record, position, self.manifest, self.targets)
+            return self._shapes.decode(record, key, label, self._image)
         sample = decode_payload(record, key, self.output)
         if self.transform is not None:
             sample = self.transform(sample)
         return sample, record_label(record, position, self.manifest, self.targets)
 
-    def _decode_fused(self, position: int, data: bytes) -> tuple[int, torch.Tensor, Any]:
-        """Where the sample came from (a skipped record's replacement), its fused pixels, its label."""
-        assert self._fused is not None
-        key, record = parse_record(data, position, self.manifest, self.targets)
-        pixels = checked_decode(key, self._fused.decode_sample, record, position)
-        return position, pixels, record_label(record, position, self.manifest, self.targets)
+    def _image(self, record: Record, key: str) -> Any:
+        """An image of a field sample: decoded as ``output`` says, then ``transform``."""
+        image = decode_payload(record, key, self.output)
+        return image if self.transform is None else self.transform(image)
 
     # Batch-native reading: decoding straight into a batch the loader preallocated.
 
@@ -242,25 +273,40 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         building, collating and pickling one tensor per sample; see
         :func:`datakit.datasets.batch_reading.batch_sample_shape` for when.
         """
+        if self._fused_samples is not None and self._fused_samples.whole:
+            return None  # whole samples run every step where they are read
+        if self._shapes is not None and (self.transforms is not None or self._shapes.slot_keys() is None):
+            return None  # detection pairs, whole-sample transforms: collated the ordinary way
         return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
                                   self.target_transform)
 
-    def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
+    def read_batch_into(self, indices: Sequence[int], images: np.ndarray,
+                        labels: np.ndarray) -> SlotRest | None:
         """Decode the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
 
         The result, after :attr:`finish_batch`'s step, equals
         ``default_collate(self.__getitems__(indices))``, without per-sample tensors.
+        For dict samples, returns their other fields, collated
+        (:func:`datakit.datasets.field_slots.slot_rest`).
 
         Args:
             indices: the batch's indices.
             images: a uint8 array of shape ``(len(indices), *batch_sample_shape())``.
             labels: an int64 array of shape ``(len(indices),)``.
         """
-        positions = _positions(indices, len(self))
+        positions = positions_of(indices, len(self))
         raw = self._reading.read_batch(positions, self.on_error)
+        if self._shapes is not None:
+            slot_keys = self._shapes.slot_keys()
+            assert slot_keys is not None, "batch_sample_shape() is None for samples the slots cannot hold"
+            fields_into = self._decode_fields_into
+            samples = [self._reading.load(position, data, functools.partial(fields_into, out=out),
+                                          self.on_error, self.max_errors)
+                       for position, data, out in zip(positions, raw, images, strict=True)]
+            return slot_rest(samples, *slot_keys, labels)
         if self._fused is None and read_raw_batch_into(raw, positions, images, labels, self.manifest,
                                                        self.targets):
-            return
+            return None
         for slot, (position, data) in enumerate(zip(positions, raw, strict=True)):
             if data is not None:
                 try:
@@ -272,6 +318,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             # the slow path, which finds a replacement for a bad record
             decode = functools.partial(self._decode_into, out=images[slot])
             labels[slot] = self._reading.load(position, data, decode, self.on_error, self.max_errors)
+        return None
 
     @property
     def finish_batch(self) -> BatchSteps | None:
@@ -283,7 +330,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         batch. None otherwise. The loader's optional hook
         (``SupportsBatchFinish`` in ``datakit/loader/workers/batch_contract.py``).
         """
-        return self._fused.batch_steps() if self._fused is not None else None
+        if self._fused_samples is None or self._fused_samples.whole:
+            return None  # whole samples run every step where they are read
+        return self._fused_samples.pipeline.batch_steps(self._mix_keys())
 
     @property
     def collate_fn(self) -> Callable[[Sequence[Any]], Any]:
@@ -293,15 +342,34 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         :class:`datakit.DataLoader` mixes batches itself. Once it is taken, reads
         no longer warn that MixUp/CutMix is left out.
         """
-        return self._fused.collate_fn() if self._fused is not None else default_collate
+        if self._fused_samples is None or self._fused_samples.whole:
+            return default_collate
+        mixing: Callable[[Sequence[Any]], Any] = self._fused_samples.pipeline.collate_fn(self._mix_keys())
+        return mixing
+
+    def _mix_keys(self) -> tuple[str, str] | None:
+        """Where MixUp/CutMix find a batch's images and labels: its keys for dict samples."""
+        return self._shapes.mix_keys() if self._shapes is not None else None
+
+    def _decode_fields_into(self, position: int, data: bytes, out: np.ndarray) -> dict[str, Any]:
+        """A dict sample's image decoded into ``out``; its other fields, finished, as a dict."""
+        assert self._shapes is not None
+        key, record = parse_record(data, position, self.manifest, self.targets)
+        self._pixels_into(key, record, position, out)
+        label = record_label(record, position, self.manifest, self.targets)
+        sample: dict[str, Any] = self._shapes.finish(self._shapes.decode(record, key, label, no_image))
+        return sample
 
     def _decode_into(self, position: int, data: bytes, out: np.ndarray) -> int:
         key, record = parse_record(data, position, self.manifest, self.targets)
+        self._pixels_into(key, record, position, out)
+        return record.header.label
+
+    def _pixels_into(self, key: str, record: Record, position: int, out: np.ndarray) -> None:
         if self._fused is not None:
             checked_decode(key, self._fused.decode_into, record, position, out)
         else:
             planes_into(record, key, out)
-        return record.header.label
 
     # This process's connection.
 
@@ -318,25 +386,9 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
         return state
 
     def __repr__(self) -> str:
-        produces = f"transform={self.transform!r}" if self._fused is not None else f"output={self.output!r}"
+        produces = f"output={self.output!r}"
+        if self._fused_samples is not None:
+            whole = self._fused_samples.whole
+            produces = f"transforms={self.transforms!r}" if whole else f"transform={self.transform!r}"
         return (f"{type(self).__name__}({self.spec.describe()!r}, {len(self)} samples, "
                 f"{len(self.classes)} classes, {produces})")
-
-
-def _positions(indices: Sequence[int], length: int) -> list[int]:
-    """Every index as a position in ``[0, length)``: one bounds check for a batch of plain ones.
-
-    Raises:
-        IndexError: an index is out of range; the message names it.
-    """
-    positions = [int(index) for index in indices]
-    if not positions or (min(positions) >= 0 and max(positions) < length):
-        return positions
-    checked = []
-    for index in indices:  # negative ones, or the error
-        position = int(index)
-        position += length if position < 0 else 0
-        if not 0 <= position < length:
-            raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
-        checked.append(position)
-    return checked

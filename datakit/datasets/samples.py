@@ -8,12 +8,12 @@ table, and a payload that passed its checksum but does not decode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from datakit.errors import CorruptRecordError
+from datakit.errors import CorruptRecordError, TransformError
 from datakit.format.decoding import (
     ImageShapeError,
     record_planes_into,
@@ -21,11 +21,11 @@ from datakit.format.decoding import (
     record_to_pil,
     record_to_tensor,
 )
-from datakit.format.manifest import Manifest, check_record, record_key
-from datakit.format.records import Record, decode_record
+from datakit.format.manifest import Manifest, check_record
+from datakit.format.records import Record, decode_record, record_key
 
 __all__ = ["Output", "OnError", "OUTPUTS", "parse_record", "record_label", "decode_payload", "checked_decode",
-           "planes_into"]
+           "planes_into", "positions_of", "check_reading_options"]
 
 Output = Literal["pil", "numpy", "tensor", "bytes"]
 OnError = Literal["raise", "skip"]
@@ -57,9 +57,15 @@ def decode_payload(record: Record, key: str, output: str) -> Any:
 
 
 def checked_decode(key: str, decode: Callable[..., _T], *args: Any) -> _T:
-    """``decode(*args)``, a failure to decode becoming a :class:`CorruptRecordError` naming ``key``."""
+    """``decode(*args)``, a failure to decode becoming a :class:`CorruptRecordError` naming ``key``.
+
+    A :class:`TransformError` (a ``datakit.vision`` operation that cannot
+    apply to this sample: the record is sound) stays one, naming ``key`` too.
+    """
     try:
         return decode(*args)
+    except TransformError as exc:
+        raise TransformError(f"record {key!r}: {exc}") from None
     except Exception as exc:  # the checksum held, but the payload does not decode
         raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
 
@@ -77,3 +83,32 @@ def planes_into(record: Record, key: str, out: np.ndarray) -> None:
                                       f"{out.shape[1]}x{out.shape[2]} RGB") from None
     except Exception as exc:
         raise CorruptRecordError(key, f"cannot decode the image ({exc})") from None
+
+
+def positions_of(indices: Sequence[int], length: int) -> list[int]:
+    """Every index as a position in ``[0, length)``: one bounds check for a batch of plain ones.
+
+    Raises:
+        IndexError: an index is out of range; the message names it.
+    """
+    positions = [int(index) for index in indices]
+    if not positions or (min(positions) >= 0 and max(positions) < length):
+        return positions
+    checked = []
+    for index in indices:  # negative ones, or the error
+        position = int(index)
+        position += length if position < 0 else 0
+        if not 0 <= position < length:
+            raise IndexError(f"index {index} is out of range for a dataset of {length} samples")
+        checked.append(position)
+    return checked
+
+
+def check_reading_options(output: str, on_error: str, max_errors: int) -> None:
+    """Refuse a dataset's ``output``, ``on_error`` or ``max_errors`` that is none of theirs, naming it."""
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {', '.join(map(repr, OUTPUTS))}, not {output!r}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+    if max_errors < 0:
+        raise ValueError(f"max_errors must be 0 or more, not {max_errors}")

@@ -7,6 +7,7 @@ change both together.
 * ``records``: the record codec (header, payload, checksum; no pickle).
 * ``manifest``: what a complete store holds, and what each record must agree with in it.
 * ``typed_json``: a dataclass built from a store's JSON, every field's type checked.
+* ``fields/``: per-sample fields beyond an image and a label: types, encodings, schema, statistics.
 * ``bounds``: the range of every number a store may claim, checked before it sizes memory.
 * ``headers``: an image's size and kind from its first bytes, without Pillow.
 * ``decoding``: a record's image as pixels (PIL, numpy, tensor, planes in place).

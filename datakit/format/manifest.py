@@ -12,6 +12,7 @@ scheme instead of enumerating it.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -24,25 +25,28 @@ from datakit.errors import CorruptRecordError, StoreError
 from datakit.format.bounds import (
     MAX_SIDE,
     check_count,
-    check_counts,
-    check_pixel_floor,
-    check_size_range,
 )
+from datakit.format.fields.base import FieldError
+from datakit.format.fields.schema import Schema
+from datakit.format.fields.stats import check_field_stats
 from datakit.format.records import (
+    FIELDS_VERSION,
+    KEY_DIGITS,
     MULTI_LABEL_VERSION,
+    NO_LABEL,
     SINGLE_LABEL_VERSION,
     PayloadKind,
     Record,
     check_format_version,
+    record_key,
 )
+from datakit.format.stats import Stats, check_stats
 from datakit.format.typed_json import build_checked
 from datakit.version import __version__
 
 __all__ = ["KEY_DIGITS", "KEPT_SKIPPED_FILES", "LABEL_KINDS", "NO_LABEL", "record_key", "new_store_id",
            "Stats", "Manifest", "check_stats", "source_spans", "check_record"]
 
-KEY_DIGITS = 10
-"""Record keys are the sample index, zero-padded to this many digits."""
 
 KEPT_SKIPPED_FILES = 1000
 """At most this many skipped and ignored files are listed in a manifest (the rest are counted)."""
@@ -50,9 +54,6 @@ KEPT_SKIPPED_FILES = 1000
 LABEL_KINDS = ("single", "multi", "none")
 """A manifest's ``label_kind``s: one class per record, several, or none (an unlabelled store)."""
 
-NO_LABEL = -1
-"""Every record's label in an unlabelled store (``label_kind: "none"``), as torchvision's unlabelled
-splits give it (STL10's ``unlabeled``); never a label in any other store."""
 
 
 _ABSENT: dict[str, Any] = {"store_id": ""}
@@ -63,62 +64,6 @@ field's default: a new manifest draws a fresh store id, an old store has none.""
 def new_store_id() -> str:
     """A fresh, random store id: 32 hex digits (:attr:`Manifest.store_id`)."""
     return uuid.uuid4().hex
-
-
-def record_key(index: int) -> str:
-    """The key of the record holding sample ``index``."""
-    return f"{index:0{KEY_DIGITS}d}"
-
-
-@dataclass
-class Stats:
-    """Running totals of what has been written; resumable, so kept as plain data.
-
-    ``exif_oriented`` counts images whose EXIF orientation is not 1 (stored
-    upright only with ``exif_transpose``), ``high_bit_depth`` images with
-    16-bit or float pixels, scaled to 8 bits when decoded, ``downscaled``
-    images stored resized under ``--max-side``. They are absent from stores
-    written before they existed, and read as 0 there.
-    """
-
-    length: int = 0
-    class_counts: list[int] = field(default_factory=list)
-    total_bytes: int = 0
-    image_formats: dict[str, int] = field(default_factory=dict)
-    width_range: list[int] = field(default_factory=list)  # [min, max], empty when length == 0
-    height_range: list[int] = field(default_factory=list)
-    exif_oriented: int = 0
-    high_bit_depth: int = 0
-    downscaled: int = 0
-
-    def add(self, label: int | tuple[int, ...], payload_bytes: int, image_format: str, width: int,
-            height: int, *, oriented: bool = False, high_bit_depth: bool = False,
-            downscaled: bool = False) -> None:
-        """Account for one written record; ``label`` is a tuple of classes in a multi-label store,
-        each of which is counted (the counts then add up to more than the length), and
-        :data:`NO_LABEL` in an unlabelled store, which has no classes to count."""
-        self.exif_oriented += oriented
-        self.high_bit_depth += high_bit_depth
-        self.downscaled += downscaled
-        self.length += 1
-        for each in (label if isinstance(label, tuple) else (label,)):
-            if each != NO_LABEL:
-                self.class_counts[each] += 1
-        self.total_bytes += payload_bytes
-        self.image_formats[image_format] = self.image_formats.get(image_format, 0) + 1
-        self.width_range = _widen(self.width_range, width)
-        self.height_range = _widen(self.height_range, height)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> Stats:
-        return build_checked(cls, data, where, _ADDED_LATER, _ABSENT)
-
-
-def _widen(bounds: list[int], value: int) -> list[int]:
-    return [min(bounds[0], value), max(bounds[1], value)] if bounds else [value, value]
 
 
 @dataclass
@@ -198,6 +143,15 @@ class Manifest:
     source_kind: str = "folder"
     store_id: str = field(default_factory=new_store_id)
     splits: list[str] = field(default_factory=list)
+    schema: list[dict[str, Any]] = field(default_factory=list)
+
+    @functools.cached_property
+    def sample_fields(self) -> Schema:
+        """The samples' fields (:mod:`datakit.format.fields`): the manifest's ``schema``, or for a store
+        written before fields existed an image and its label (or, unlabelled, the image alone)."""
+        if self.schema:
+            return Schema.from_json(self.schema)
+        return Schema.classification(self.label_kind != "none")
 
     @property
     def multi_label(self) -> bool:
@@ -213,6 +167,7 @@ class Manifest:
 
     def to_json(self) -> bytes:
         data = asdict(self)
+        data["stats"] = self.stats.to_dict()
         data["length"] = self.length  # redundant, for people reading the raw manifest
         return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
@@ -238,6 +193,7 @@ class Manifest:
             raise StoreError(f"{where}: manifest field 'length' is {redundant!r}, but 'stats.length' "
                              f"is {manifest.length}")
         _check_consistent(manifest, where)
+        _check_schema(manifest, where)
         _check_numbers(manifest, where)
         return manifest
 
@@ -283,25 +239,25 @@ def _check_consistent(manifest: Manifest, where: str) -> None:
         raise StoreError(f"{where}: unknown key scheme {manifest.keys!r} in the manifest")
 
 
-def check_stats(stats: Stats, where: str) -> None:
-    """Every running total within what a conversion writes, in a manifest or a progress entry.
-
-    A resume takes a progress entry's totals into the manifest it writes, so
-    they are checked where they are read, as a manifest's are.
-
-    Raises:
-        StoreError: a number out of range, naming its field.
-    """
-    length = stats.length
-    check_count(where, "stats.length", length, 10**KEY_DIGITS)  # keys have KEY_DIGITS digits
-    check_counts(where, "stats.class_counts", stats.class_counts, length)
-    check_counts(where, "stats.image_formats", stats.image_formats, length)
-    for name in ("exif_oriented", "high_bit_depth", "downscaled"):
-        check_count(where, f"stats.{name}", getattr(stats, name), length)
-    check_count(where, "stats.total_bytes", stats.total_bytes)
-    check_size_range(where, "stats.width_range", stats.width_range, length)
-    check_size_range(where, "stats.height_range", stats.height_range, length)
-    check_pixel_floor(where, stats.width_range, stats.height_range)
+def _check_schema(manifest: Manifest, where: str) -> None:
+    """The schema parses, and agrees with the format version and the labels."""
+    if not manifest.schema:
+        if manifest.format_version >= FIELDS_VERSION:
+            raise StoreError(f"{where}: a manifest of format version {manifest.format_version} declares its "
+                             "fields ('schema'); this one has none")
+        return
+    try:
+        schema = Schema.from_json(manifest.schema)
+    except FieldError as exc:
+        raise StoreError(f"{where}: manifest field 'schema': {exc}") from None
+    if not schema.is_classification and manifest.format_version < FIELDS_VERSION:
+        raise StoreError(f"{where}: a store with fields beyond an image and a label has format version "
+                         f"{FIELDS_VERSION}, not {manifest.format_version}")
+    problem = check_field_stats(manifest.stats.fields, set(schema.names))
+    if problem is not None:
+        raise StoreError(f"{where}: manifest field 'stats.fields': {problem}")
+    if schema.label is None and manifest.classes:
+        raise StoreError(f"{where}: the manifest lists classes, but its schema has no label field")
 
 
 def check_record(record: Record, key: str, position: int, manifest: Manifest, targets: np.ndarray) -> None:
@@ -369,7 +325,7 @@ def source_spans(manifest: Manifest) -> list[tuple[int, str]]:
     return spans
 
 
-_ADDED_LATER = frozenset({"exif_oriented", "high_bit_depth", "exif_transpose", "downscaled", "max_side",
+_ADDED_LATER = frozenset({"schema", "exif_transpose", "max_side",
                           "quality", "label_file", "unlisted", "label_kind", "appends", "class_order",
                           "source_kind", "store_id", "skipped_files", "skipped_files_omitted", "splits"})
 """Fields a store written by an earlier datakit lacks (the first added without a version change,

@@ -21,9 +21,14 @@ import numpy as np
 from datakit.errors import CorruptRecordError, IncompatibleStoreError
 
 __all__ = [
+    "KEY_DIGITS",
+    "NO_LABEL",
+    "record_key",
     "FORMAT_VERSION",
     "SINGLE_LABEL_VERSION",
     "MULTI_LABEL_VERSION",
+    "FIELDS_VERSION",
+    "NULL_LENGTH",
     "HEADER_SIZE",
     "RAW_CHANNELS",
     "PayloadKind",
@@ -31,19 +36,32 @@ __all__ = [
     "Record",
     "encode_record",
     "seal_record",
+    "seal_fields_record",
     "decode_record",
     "decode_raw_batch",
     "RawBatch",
     "check_format_version",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The newest record and manifest format this datakit reads."""
 SINGLE_LABEL_VERSION = 1
 """Single-label stores are still written in version 1, so older datakits read them."""
 MULTI_LABEL_VERSION = 2
 """Version 2 marks a multi-label store: the header's label is the record's first class,
 its multi-hot vector is in the store's label table (``docs/format.md``)."""
+FIELDS_VERSION = 3
+"""Version 3 marks a store with fields beyond one image and its label (:mod:`datakit.format.fields`):
+its payload is a directory of the stored values' lengths, then the values, the primary image first."""
+NULL_LENGTH = 0xFFFFFFFF
+"""A directory length that says the sample has no value for the field (an optional one)."""
+KEY_DIGITS = 10
+"""Record keys are the sample index, zero-padded to this many digits."""
+
+NO_LABEL = -1
+"""Every record's label in an unlabelled store (``label_kind: "none"``), as torchvision's unlabelled
+splits give it (STL10's ``unlabeled``); never a label in any other store."""
+
 _MAGIC = b"DKR\x00"
 RAW_CHANNELS = 3
 """Raw payloads are RGB: a header that says otherwise is corrupt, whatever its sizes add up to."""
@@ -88,10 +106,17 @@ class RecordHeader(NamedTuple):
 
 
 class Record(NamedTuple):
-    """A decoded record: its header and a view of its payload."""
+    """A decoded record: its header and a view of its payload (the primary image's bytes).
+
+    In a version-3 record ``stored`` holds a view of every stored value, in the
+    schema's stored order (:attr:`datakit.format.fields.schema.Schema.stored`;
+    the first is ``payload``), ``None`` for a sample without an optional
+    value; it is empty in the records of earlier versions.
+    """
 
     header: RecordHeader
     payload: memoryview
+    stored: tuple[memoryview | None, ...] = ()
 
 
 def encode_record(
@@ -130,6 +155,45 @@ def seal_record(
     prefix = _checked_prefix(len(payload), kind, label, width, height, channels, multi_label)
     framed[:_CHECKED_PREFIX] = prefix
     struct.pack_into("<I", framed, _CHECKED_PREFIX, zlib.crc32(payload, zlib.crc32(prefix)))
+    return framed
+
+
+def seal_fields_record(
+    image: bytes | bytearray | memoryview,
+    values: Sequence[bytes | None],
+    *,
+    kind: PayloadKind,
+    label: int,
+    width: int,
+    height: int,
+    channels: int,
+) -> bytearray:
+    """A version-3 record: the primary ``image`` (described by ``kind`` .. ``channels``) and the
+    other stored ``values`` in the schema's stored order, ``None`` for a missing optional value.
+
+    Raises:
+        ValueError: too many values, or one too large for the directory.
+    """
+    if len(values) + 1 > 0xFFFF:
+        raise ValueError(f"{len(values) + 1} values is more than a record's directory holds")
+    if any(len(value) >= NULL_LENGTH for value in (image, *values) if value is not None):
+        raise ValueError("a value of 4 GiB or more does not fit a record")
+    lengths = [len(image), *(NULL_LENGTH if value is None else len(value) for value in values)]
+    directory = _DIRECTORY.pack(len(lengths), 0) + struct.pack(f"<{len(lengths)}I", *lengths)
+    framed = bytearray(HEADER_SIZE)
+    framed += directory
+    framed += image
+    for value in values:
+        if value is not None:
+            framed += value
+    payload = memoryview(framed)[HEADER_SIZE:]
+    if kind is PayloadKind.RAW and (channels != RAW_CHANNELS or len(image) != width * height * channels):
+        raise ValueError(f"raw pixels of {len(image)} bytes are not {height}x{width}x{RAW_CHANNELS}")
+    prefix = _HEADER.pack(_MAGIC, FIELDS_VERSION, kind, channels, label, width, height, len(payload),
+                          0)[:_CHECKED_PREFIX]
+    framed[:_CHECKED_PREFIX] = prefix
+    struct.pack_into("<I", framed, _CHECKED_PREFIX, zlib.crc32(payload, zlib.crc32(prefix)))
+    payload.release()
     return framed
 
 
@@ -176,6 +240,11 @@ def decode_record(data: bytes | memoryview, key: str) -> Record:
     payload_kind = _KINDS.get(kind)
     if payload_kind is None:
         raise CorruptRecordError(key, f"unknown payload kind {kind}")
+    stored: tuple[memoryview | None, ...] = ()
+    if version >= FIELDS_VERSION:
+        stored = _split_values(payload, key)
+        payload = stored[0]  # type: ignore[assignment]  # the primary image, never missing
+        length = len(payload)
     if payload_kind is PayloadKind.RAW and channels != RAW_CHANNELS:
         raise CorruptRecordError(key, f"raw records hold {RAW_CHANNELS} channels (RGB); its header says "
                                       f"{channels}")
@@ -184,7 +253,32 @@ def decode_record(data: bytes | memoryview, key: str) -> Record:
             key, f"raw payload of {length} bytes does not match {height}x{width}x{channels}"
         )
     header = RecordHeader(payload_kind, label, width, height, channels, length, version)
-    return Record(header, payload)
+    return Record(header, payload, stored)
+
+
+def _split_values(payload: memoryview, key: str) -> tuple[memoryview | None, ...]:
+    """The values of a version-3 payload, each a view; every length checked against the bytes first."""
+    if len(payload) < _DIRECTORY.size:
+        raise CorruptRecordError(key, "its payload ends before its directory")
+    count, flags = _DIRECTORY.unpack_from(payload)
+    start = _DIRECTORY.size + 4 * count
+    if count == 0 or flags or start > len(payload):
+        raise CorruptRecordError(key, f"a directory of {count} values (flags {flags}) its bytes cannot hold")
+    lengths = struct.unpack_from(f"<{count}I", payload, _DIRECTORY.size)
+    if lengths[0] == NULL_LENGTH:
+        raise CorruptRecordError(key, "it has no primary image")
+    total = sum(length for length in lengths if length != NULL_LENGTH)
+    if start + total != len(payload):
+        raise CorruptRecordError(key, f"its directory adds up to {start + total} bytes, the payload has "
+                                      f"{len(payload)}")
+    values: list[memoryview | None] = []
+    for length in lengths:
+        if length == NULL_LENGTH:
+            values.append(None)
+            continue
+        values.append(payload[start:start + length])
+        start += length
+    return tuple(values)
 
 
 def check_format_version(version: int, what: str) -> None:
@@ -195,6 +289,8 @@ def check_format_version(version: int, what: str) -> None:
             f"{FORMAT_VERSION}. Upgrade datakit or reconvert the source folder."
         )
 
+
+_DIRECTORY = struct.Struct("<HH")  # version 3: the number of values, then flags (0)
 
 _HEADER_FIELDS = np.dtype([("magic", "S4"), ("version", "<u2"), ("kind", "u1"), ("channels", "u1"),
                            ("label", "<i4"), ("width", "<u4"), ("height", "<u4"), ("length", "<u8"),
@@ -227,7 +323,7 @@ def decode_raw_batch(records: Sequence[bytes | memoryview], shape: tuple[int, in
     rows = np.frombuffer(b"".join(records), dtype=np.uint8).reshape(len(records), HEADER_SIZE + length)
     headers = rows[:, :HEADER_SIZE].copy().view(_HEADER_FIELDS)[:, 0]
     if not (np.all(headers["magic"] == _MAGIC) and np.all((headers["version"] >= 1)
-                                                          & (headers["version"] <= FORMAT_VERSION))
+                                                          & (headers["version"] < FIELDS_VERSION))
             and np.all(headers["kind"] == PayloadKind.RAW) and np.all(headers["channels"] == channels)
             and np.all(headers["width"] == width) and np.all(headers["height"] == height)
             and np.all(headers["length"] == length)):
@@ -244,3 +340,8 @@ class RawBatch(NamedTuple):
 
     labels: np.ndarray
     pixels: np.ndarray
+
+
+def record_key(index: int) -> str:
+    """The key of the record holding sample ``index``."""
+    return f"{index:0{KEY_DIGITS}d}"

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import DestinationExistsError, StoreError, option
-from datakit.format.manifest import Manifest, Stats
+from datakit.format.manifest import Manifest
+from datakit.format.stats import Stats
 from datakit.stores.conversion_state import (
     AppendState,
     CommittedState,
@@ -64,8 +65,7 @@ class StoreSpec(ABC):
         """The store's location as a user would write it, for messages."""
 
     def command_arguments(self) -> str:
-        """How the CLI names this store after ``datakit convert SRC``: its location, plus
-        any option a backend needs (``--collection``)."""
+        """How the CLI names this store after ``datakit convert SRC`` (with ``--collection``...)."""
         return self.describe()
 
     def summary_fields(self) -> dict[str, Any]:

@@ -17,7 +17,10 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreError, option
-from datakit.format.manifest import LABEL_KINDS, NO_LABEL, Manifest, Stats, check_stats
+from datakit.format.fields.base import FieldError
+from datakit.format.fields.schema import Schema
+from datakit.format.manifest import LABEL_KINDS, NO_LABEL, Manifest
+from datakit.format.stats import Stats, check_stats
 
 __all__ = [
     "PendingRecord",
@@ -45,12 +48,16 @@ class PendingRecord:
             inspection and for resuming, never loaded per sample).
         label: the class index.
         data: the encoded record (see :mod:`datakit.format.records`).
+        document: the record's numbers, text and JSON by field name, which a
+            MongoDB document keeps beside the record so they can be queried
+            (the record stays the truth); None for a classification store.
     """
 
     index: int
     source: str
     label: int
     data: bytes | bytearray
+    document: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,9 @@ class ConversionSettings:
         quality: the JPEG quality they are re-encoded at (0 without ``max_side``).
         label_kind: ``"single"``, ``"multi"`` (a multi-label ``--labels`` file) or
             ``"none"`` (an unlabelled source: no classes, every label -1).
+        schema: the samples' fields (the manifest's ``schema``); empty for a
+            classification store.
+        boxes: what ``--boxes`` does with boxes outside their image or of no size.
     """
 
     source: str
@@ -78,11 +88,14 @@ class ConversionSettings:
     max_side: int = 0
     quality: int = 0
     label_kind: str = "single"
+    schema: list[dict[str, Any]] = field(default_factory=list)
+    boxes: str = "keep"
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "classes": list(self.classes), "payload_kind": self.payload_kind,
                 "scan": self.scan, "exif_transpose": self.exif_transpose, "max_side": self.max_side,
-                "quality": self.quality, "label_kind": self.label_kind}
+                "quality": self.quality, "label_kind": self.label_kind, "schema": self.schema,
+                "boxes": self.boxes}
 
     @classmethod
     def from_dict(cls, data: Any) -> ConversionSettings | None:
@@ -94,12 +107,22 @@ class ConversionSettings:
         exif_transpose = data.get("exif_transpose", False)  # absent from older stores
         max_side, quality = data.get("max_side", 0), data.get("quality", 0)  # likewise
         label_kind = data.get("label_kind", "single")  # likewise
+        schema, boxes = data.get("schema", []), data.get("boxes", "keep")  # likewise
         if not (isinstance(source, str) and isinstance(kind, str) and isinstance(classes, list)
                 and all(isinstance(name, str) for name in classes) and isinstance(scan, str)
                 and isinstance(exif_transpose, bool) and type(max_side) is int and type(quality) is int
-                and label_kind in LABEL_KINDS):
+                and label_kind in LABEL_KINDS and isinstance(boxes, str)
+                and (schema == [] or _parses(schema))):
             return None
-        return cls(source, classes, kind, scan, exif_transpose, max_side, quality, label_kind)
+        return cls(source, classes, kind, scan, exif_transpose, max_side, quality, label_kind, schema, boxes)
+
+
+def _parses(schema: Any) -> bool:
+    try:
+        Schema.from_json(schema)
+    except FieldError:
+        return False
+    return True
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What works on a finished store, and on the installation: inspect, export, bench, info.
 
-* ``inspection``: ``datakit.inspect``: summary, verification, preview sheet.
+* ``inspect/``: ``datakit.inspect``: summary, field figures, verification, preview sheet.
 * ``export/``: ``datakit.export``: a store written back out (image folders, WebDataset shards).
 * ``benchmark``: ``datakit bench``: torch's loader and datakit's side by side on a store.
 * ``info``: what this installation can do (versions, CUDA, the JPEG region decoder).

@@ -160,7 +160,8 @@ def source_path(source: PhotoSource) -> str:
 
 
 def photo_corpus(count: int, seed: int = 0, sides: tuple[int, int] = (250, 500),
-                 qualities: tuple[int, int] = (75, 95)) -> Iterator[CorpusPhoto]:
+                 qualities: tuple[int, int] = (75, 95),
+                 max_aspect: float = _MAX_ASPECT) -> Iterator[CorpusPhoto]:
     """``count`` photos, the same for the same arguments.
 
     Args:
@@ -168,6 +169,8 @@ def photo_corpus(count: int, seed: int = 0, sides: tuple[int, int] = (250, 500),
         seed: seeds every draw: sources, sizes, crops, qualities and the kinds' order.
         sides: the range of the short side, inclusive (sources too small for its lower end are not used).
         qualities: the range of the JPEG quality, inclusive.
+        max_aspect: the long side is at most this many times the short side (COCO's photos,
+            at most 640 px long for a short side of 480: ``4 / 3``).
 
     Raises:
         PhotoCorpusUnavailable: scikit-image or scikit-learn is not installed.
@@ -175,6 +178,8 @@ def photo_corpus(count: int, seed: int = 0, sides: tuple[int, int] = (250, 500),
     """
     if not (0 < sides[0] <= sides[1] and 1 <= qualities[0] <= qualities[1] <= 100):
         raise ValueError(f"sides {sides} and qualities {qualities} must be ranges (low, high), low <= high")
+    if not max_aspect >= 1:
+        raise ValueError(f"max_aspect must be at least 1, not {max_aspect}")
     rng = np.random.default_rng(seed)
     pools = {grey: _load(grey, sides[0]) for grey in (False, True)}
     kinds: list[str] = []
@@ -184,7 +189,7 @@ def photo_corpus(count: int, seed: int = 0, sides: tuple[int, int] = (250, 500),
         kind = kinds.pop()
         pool = pools[kind == "grey"]
         name, image = pool[int(rng.integers(len(pool)))]
-        crop = _crop(image, sides, rng)
+        crop = _crop(image, sides, rng, max_aspect)
         quality = int(rng.integers(qualities[0], qualities[1] + 1))
         subsampling, _, progressive = kind.partition(" ")
         options: dict[str, object] = {"quality": quality, "progressive": bool(progressive)}
@@ -242,16 +247,17 @@ def _load(grey: bool, shortest: int) -> list[tuple[str, Image.Image]]:
     return pool
 
 
-def _crop(image: Image.Image, sides: tuple[int, int], rng: np.random.Generator) -> Image.Image:
+def _crop(image: Image.Image, sides: tuple[int, int], rng: np.random.Generator,
+          max_aspect: float = _MAX_ASPECT) -> Image.Image:
     """A random crop of ``image`` with its short side in ``sides``, scaled down by a random factor first.
 
     The crop keeps the source's orientation (either, for a square source) and
-    has a long side of 1 to :data:`_MAX_ASPECT` times its short side, within
+    has a long side of 1 to ``max_aspect`` times its short side, within
     what the source holds.
     """
     long_source, short_source = max(image.size), min(image.size)
     short = min(int(rng.integers(sides[0], sides[1] + 1)), short_source)
-    long = min(int(round(short * rng.uniform(1.0, _MAX_ASPECT))), long_source)
+    long = min(int(round(short * rng.uniform(1.0, max_aspect))), long_source)
     # scaled by a factor in [the least that still holds the crop, 1]: cameras' photos are downscaled
     factor = rng.uniform(max(short / short_source, long / long_source), 1.0)
     scaled = (max(short, round(image.width * factor)), max(short, round(image.height * factor)))

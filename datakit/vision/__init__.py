@@ -57,9 +57,10 @@ _EXPORTS: dict[str, str] = {
     "ToDtype": "datakit.vision.conversions",
     "ToImage": "datakit.vision.conversions",
     "ToPureTensor": "datakit.vision.conversions",
-    "FusedDecoder": "datakit.vision.fused_decode",
-    "FusedPlan": "datakit.vision.fused_decode",
-    "compile_transform": "datakit.vision.fused_decode",
+    "FusedDecoder": "datakit.vision.fused_decode.decoder",
+    "FusedPlan": "datakit.vision.fused_decode.plan",
+    "compile_transform": "datakit.vision.fused_decode.plan",
+    "RandomCrop": "datakit.vision.random_crop",
     "Recipe": "datakit.vision.recipe",
     "compile_recipe": "datakit.vision.recipe",
     "CenterCrop": "datakit.vision.transforms",
@@ -93,6 +94,7 @@ __all__ = [
     "RandomAffine",
     "RandomAutocontrast",
     "RandomChoice",
+    "RandomCrop",
     "RandomEqualize",
     "RandomErasing",
     "RandomGrayscale",
@@ -140,7 +142,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TrivialAugmentWide,
     )
     from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
-    from datakit.vision.fused_decode import FusedDecoder, FusedPlan, compile_transform
+    from datakit.vision.fused_decode.decoder import FusedDecoder
+    from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
+    from datakit.vision.random_crop import RandomCrop
     from datakit.vision.recipe import Recipe, compile_recipe
     from datakit.vision.transforms import (
         CenterCrop,

@@ -15,6 +15,7 @@ loader (:meth:`FusedPipeline.collate`).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Sequence
@@ -27,9 +28,12 @@ from datakit.format.records import Record
 from datakit.loader.resume.epoch_seed import epoch_seed
 from datakit.loader.transport.collate import default_collate
 from datakit.loader.workers.batch_contract import BatchInfo, BatchSteps, ShapeChanged
-from datakit.vision.fused_decode import FusedDecoder, FusedPlan
+from datakit.vision.fused_decode.decoder import FusedDecoder
+from datakit.vision.fused_decode.plan import FusedPlan
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.recipe import Recipe, compile_recipe, run_batch_steps, run_sample_steps
+from datakit.vision.targets.sample import TargetSample
+from datakit.vision.targets.steps import Placement
 
 __all__ = ["FusedPipeline"]
 
@@ -83,33 +87,53 @@ class FusedPipeline:
         """Sample ``index`` after the fused prefix only: uint8 ``(3, H, W)``."""
         return self._fused().decode(record, self.random_for(index))
 
-    def samples(self, decoded: list[torch.Tensor], indices: Sequence[int]) -> list[torch.Tensor]:
-        """Decoded samples through the per-sample steps: batched where they share a shape."""
+    def decode_placed(self, record: Record, index: int) -> tuple[torch.Tensor, Placement]:
+        """:meth:`decode_sample`, and where its pixels came from (for its boxes, masks and keypoints)."""
+        return self._fused().decode_placed(record, self.random_for(index))
+
+    def samples(self, decoded: list[torch.Tensor], indices: Sequence[int],
+                targets: Sequence[TargetSample] | None = None) -> list[torch.Tensor]:
+        """Decoded samples through the per-sample steps: batched where they share a shape.
+
+        With ``targets``, the whole samples the images belong to: geometric
+        steps move their boxes, masks and keypoints too, and other callables
+        get them whole (:func:`~datakit.vision.recipe.run_sample_steps`).
+        """
         self._warn_if_unmixed()
         seed = epoch_seed()
         recipe = self.recipe
         current: torch.Tensor | list[torch.Tensor] = decoded
         if recipe.pixel_steps:
-            current = run_sample_steps(recipe.pixel_steps, current, indices, seed)
+            current = run_sample_steps(recipe.pixel_steps, current, indices, seed, targets)
         if recipe.normalize is not None:
             normalize = recipe.normalize
             current = (normalize(current) if isinstance(current, torch.Tensor)
                        else [normalize(sample) for sample in current])
         if recipe.float_steps:
-            current = run_sample_steps(recipe.float_steps, current, indices, seed)
+            current = run_sample_steps(recipe.float_steps, current, indices, seed, targets)
         return list(current.unbind(0)) if isinstance(current, torch.Tensor) else list(current)
 
     def decode_into(self, record: Record, index: int, out: np.ndarray) -> None:
         """Sample ``index``'s fused-prefix pixels, written into ``out`` (before the batch steps)."""
         self._fused().decode(record, self.random_for(index), out)
 
-    def batch_steps(self) -> BatchSteps | None:
-        """What the loader runs on this pipeline's batches, or None when decoding is all there is."""
+    @property
+    def mixes_batches(self) -> bool:
+        """The pipeline has MixUp or CutMix, which mix a batch's images and its labels."""
+        return bool(self.recipe.batch_steps)
+
+    def batch_steps(self, keys: tuple[str, str] | None = None) -> BatchSteps | None:
+        """What the loader runs on this pipeline's batches, or None when decoding is all there is.
+
+        Args:
+            keys: for batches of dict samples, the keys of their images and
+                labels (what MixUp/CutMix mixes); None for ``[images, labels]``.
+        """
         recipe = self.recipe
         return BatchSteps(
             augment=self.augment_batch if recipe.pixel_steps else None,
             finish=self.finish if recipe.finishes else None,
-            mix=self.mix_batch if recipe.batch_steps else None,
+            mix=functools.partial(self.mix_batch, keys=keys) if recipe.batch_steps else None,
             on_host=recipe.calls_user_code,
         ) if recipe.pixel_steps or recipe.finishes else None
 
@@ -137,23 +161,28 @@ class FusedPipeline:
             images = out if isinstance(out, torch.Tensor) else torch.stack(out)
         return run_batch_steps(recipe.batch_steps, images, labels, info.indices, info.epoch_seed)
 
-    def mix_batch(self, batch: Any, info: BatchInfo) -> Any:
-        """MixUp/CutMix on a batch collated the ordinary way (``[images, labels]``)."""
+    def mix_batch(self, batch: Any, info: BatchInfo, keys: tuple[str, str] | None = None) -> Any:
+        """MixUp/CutMix on a batch collated the ordinary way (``[images, labels]``, or a dict whose
+        images and labels are under ``keys``)."""
+        if keys is not None:
+            images, labels = self.mix_batch([batch[keys[0]], batch[keys[1]]], info)
+            return {**batch, keys[0]: images, keys[1]: labels}
         images, labels = batch[0], batch[1]
         steps = self.recipe.batch_steps
         images, labels = run_batch_steps(steps, images, labels, info.indices, info.epoch_seed)
         return [images, labels, *batch[2:]]
 
-    def collate(self, samples: Sequence[Any]) -> Any:
+    def collate(self, samples: Sequence[Any], keys: tuple[str, str] | None = None) -> Any:
         """``default_collate`` then MixUp/CutMix: the ``collate_fn`` for torch's own ``DataLoader``.
 
         datakit's loader mixes its batches itself; torch's calls this per batch
         (draws from torch's generator, as torchvision's MixUp does there).
         """
         self._collate_taken = True
-        return self.mix_batch(default_collate(samples), BatchInfo((), None))
+        batch = default_collate(samples)
+        return self.mix_batch(batch, BatchInfo((), None), keys) if self.mixes_batches else batch
 
-    def collate_fn(self) -> Any:
+    def collate_fn(self, keys: tuple[str, str] | None = None) -> Any:
         """:meth:`collate`, handed to the user (``dataset.collate_fn``): reads warn no more.
 
         A loader given it mixes its batches with it, in the worker that reads
@@ -161,7 +190,7 @@ class FusedPipeline:
         mixed, before any batch is.
         """
         self._collate_taken = True
-        return self.collate
+        return self.collate if keys is None else functools.partial(self.collate, keys=keys)
 
     def _warn_if_unmixed(self) -> None:
         """Warn once that MixUp/CutMix is not applied: samples read outside datakit's loader

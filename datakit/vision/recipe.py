@@ -39,10 +39,12 @@ from typing import Any, TypeGuard
 
 import torch
 
+from datakit.errors import TransformError
 from datakit.vision.augment.base import BatchOp, SampleOp
 from datakit.vision.conversions import ToDtype, folds_into, is_no_op, passes_through
-from datakit.vision.fused_decode import FusedPlan, compile_transform
+from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
+from datakit.vision.targets.sample import TargetSample
 from datakit.vision.transforms import Compose, Normalize, Transform
 
 __all__ = ["Recipe", "Step", "compile_recipe", "run_sample_steps", "run_batch_steps"]
@@ -119,9 +121,7 @@ class Recipe:
     def describe(self) -> dict[str, list[str]]:
         """Which operation runs where: ``fused``, ``batched``, ``per sample``, ``per batch``; and
         which are ``dropped`` (no-ops on the pipeline's tensors)."""
-        fused = [repr(op) for op in (self.fused.crop, self.fused.resize, self.fused.center) if op is not None]
-        if self.fused.flip:
-            fused.append(f"RandomHorizontalFlip(p={self.fused.flip})")
+        fused = self.fused.operations()
         steps = (*self.pixel_steps, *self.float_steps)
         return {
             "fused": fused,
@@ -227,19 +227,27 @@ def batch_random(seed: int | None, indices: Sequence[int], position: int) -> Sam
 
 
 def run_sample_steps(steps: Sequence[Step], images: torch.Tensor | list[torch.Tensor],
-                     indices: Sequence[int], seed: int | None) -> torch.Tensor | list[torch.Tensor]:
+                     indices: Sequence[int], seed: int | None,
+                     targets: Sequence[TargetSample] | None = None) -> torch.Tensor | list[torch.Tensor]:
     """``steps`` applied to each sample: a ``(N, C, H, W)`` batch, or a list of ``(C, H, W)`` samples.
 
     A batch stays a batch while every step keeps the samples one shape (a
     callable that changes it turns the batch into a list); a list of samples
     of one shape is stacked so that batched operations see whole batches.
+
+    With ``targets`` (the whole samples, a pipeline given as ``transforms=``),
+    each geometric operation also moves sample ``i``'s boxes, masks and
+    keypoints with its draw (:meth:`SampleOp.target_steps`), and any other
+    callable gets the whole sample, as torchvision's ``Compose`` gives it.
     """
     current: torch.Tensor | list[torch.Tensor] = images
     for step in steps:
         if isinstance(current, list) and current and _one_shape(current):
             current = torch.stack(current)
         if step.batched:
-            current = _run_batched(step, current, indices, seed)
+            current = _run_batched(step, current, indices, seed, targets)
+        elif targets is not None:
+            current = _run_whole(step, current, indices, seed, targets)
         else:
             current = _run_each(step, current, indices, seed)
     return current
@@ -251,19 +259,51 @@ def _one_shape(samples: list[torch.Tensor]) -> bool:
 
 
 def _run_batched(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
-                 seed: int | None) -> torch.Tensor | list[torch.Tensor]:
+                 seed: int | None,
+                 targets: Sequence[TargetSample] | None) -> torch.Tensor | list[torch.Tensor]:
     op = step.op
     assert isinstance(op, SampleOp)
     if isinstance(images, torch.Tensor):
         height, width = int(images.shape[-2]), int(images.shape[-1])
         params = [op.draw(sample_random(seed, index, step.position), height, width) for index in indices]
+        _move_targets(op, params, [(height, width)] * len(params), targets)
         return op.apply_batch(images, params)
-    out = []
+    out, draws, canvases = [], [], []
     for sample, index in zip(images, indices, strict=True):  # samples of several sizes: one at a time
         height, width = int(sample.shape[-2]), int(sample.shape[-1])
         draw = op.draw(sample_random(seed, index, step.position), height, width)
         out.append(op.apply_batch(sample.unsqueeze(0), [draw])[0])
+        draws.append(draw)
+        canvases.append((height, width))
+    _move_targets(op, draws, canvases, targets)
     return out
+
+
+def _move_targets(op: SampleOp, params: Sequence[Any], canvases: Sequence[tuple[int, int]],
+                  targets: Sequence[TargetSample] | None) -> None:
+    """Each sample's targets through the steps of its draw (the extension point of geometric operations)."""
+    if targets is None or op.target_support == "kept":
+        return
+    for target, draw, canvas in zip(targets, params, canvases, strict=True):
+        if op.target_support == "unsupported" and target.annotated:
+            raise TransformError(f"{op!r} moves the pixels but not yet boxes, masks or keypoints: it cannot "
+                                 "run on samples that have them")
+        target.move(op.target_steps(draw, *canvas), canvas)
+
+
+def _run_whole(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
+               seed: int | None, targets: Sequence[TargetSample]) -> torch.Tensor | list[torch.Tensor]:
+    """A callable on each whole sample (a dict, or ``(image, target)``), as torchvision's ``Compose`` calls
+    its transforms; the sample's image and targets are read back from what it returns."""
+    results = []
+    for sample, index, target in zip(images, indices, targets, strict=True):
+        target.image = sample
+        target.take(_call_keyed(step, target.value(), index, seed), repr(step.op))
+        results.append(target.image)
+    if isinstance(images, torch.Tensor) and results and all(isinstance(result, torch.Tensor)
+                                                            for result in results) and _one_shape(results):
+        return torch.stack(results)
+    return results
 
 
 def _run_each(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
@@ -276,7 +316,7 @@ def _run_each(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Se
     return results
 
 
-def _call_keyed(step: Step, sample: torch.Tensor, index: int, seed: int | None) -> Any:
+def _call_keyed(step: Step, sample: Any, index: int, seed: int | None) -> Any:
     """``step.op(sample)`` with torch's CPU generator seeded from ``(seed, index, position)``, then
     restored. Only the CPU generator: ``torch.manual_seed`` also visits every other device's, which
     cost 67 us per call against 1.7 here, more than many callables themselves (samples are CPU

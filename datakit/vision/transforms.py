@@ -34,7 +34,8 @@ from datakit.vision.recycled import RecycledOutputs
 from datakit.vision.resample import InterpolationMode, Resampling
 
 __all__ = ["Transform", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
-           "Normalize", "Compose", "InterpolationMode", "to_uint8_chw", "resize_chw", "crop_chw"]
+           "Normalize", "Compose", "InterpolationMode", "to_uint8_chw", "resize_chw", "crop_chw",
+           "size_pair"]
 
 Size = int | tuple[int, int]
 
@@ -49,7 +50,7 @@ class Transform:
         raise NotImplementedError  # pragma: no cover - every operation overrides it
 
 
-def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
+def size_pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
     """``(height, width)`` from an int or a one- or two-element sequence, as torchvision reads sizes."""
     if isinstance(size, int):
         pair = (size, size)
@@ -92,13 +93,16 @@ def resize_chw(image: torch.Tensor, height: int, width: int,
     return resampling(image, height, width)
 
 
-def crop_chw(image: torch.Tensor, box: Box) -> torch.Tensor:
-    """``image[:, top:top + height, left:left + width]``, zero-padded where the box leaves the image."""
+def crop_chw(image: torch.Tensor, box: Box, fill: Sequence[int] | None = None) -> torch.Tensor:
+    """``image[:, top:top + height, left:left + width]``, padded where the box leaves the image with
+    ``fill`` (a value per channel; zeros by default)."""
     _, image_height, image_width = image.shape
     if box.top >= 0 and box.left >= 0 and box.top + box.height <= image_height \
             and box.left + box.width <= image_width:
         return image[:, box.top:box.top + box.height, box.left:box.left + box.width]
     out = image.new_zeros((image.shape[0], box.height, box.width))
+    if fill is not None and any(fill):
+        out[:] = torch.tensor(list(fill), dtype=image.dtype).view(-1, 1, 1)
     top, left = max(box.top, 0), max(box.left, 0)
     bottom, right = min(box.top + box.height, image_height), min(box.left + box.width, image_width)
     if bottom > top and right > left:
@@ -125,7 +129,7 @@ class RandomResizedCrop(Transform):
                  ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
                  interpolation: InterpolationMode | str | int = "bilinear",
                  antialias: bool | None = True) -> None:
-        self.size = _pair(size, "size")
+        self.size = size_pair(size, "size")
         if not (len(scale) == 2 and 0 < scale[0] <= scale[1]):
             raise ValueError(f"scale must be (low, high) with 0 < low <= high, not {scale!r}")
         if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
@@ -189,7 +193,7 @@ class Resize(Transform):
         elif isinstance(size, int) and size > 0:
             self.size = size
         elif isinstance(size, Sequence) and len(size) == 2:
-            self.size = _pair(size, "size")
+            self.size = size_pair(size, "size")
         else:
             raise ValueError(f"size can be an integer, a sequence of one or two integers, or None, "
                              f"but got {size} instead.")
@@ -236,7 +240,7 @@ class CenterCrop(Transform):
     """
 
     def __init__(self, size: int | Sequence[int]) -> None:
-        self.size = _pair(size, "size")
+        self.size = size_pair(size, "size")
 
     def box(self, width: int, height: int) -> Box:
         """The crop for a ``width`` x ``height`` image."""

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 
 import datakit
 from datakit.errors import CorruptRecordError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from datakit.loader.transport.device import CpuBackend
 from datakit.loader.transport.slots import BatchSlots, batch_sample_shape
 from datakit.loader.workers.messages import BatchInSlot

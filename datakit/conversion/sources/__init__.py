@@ -7,6 +7,7 @@
 * ``labelfile``: the labels given by a CSV or JSON Lines file instead of folder names.
 * ``huggingface``: a ``datasets`` dataset on disk.
 * ``webdataset``: WebDataset tar shards.
+* ``coco/``: an images folder with COCO annotation files (instances, keypoints, captions).
 * ``foreign/``: stores other tools wrote (the pickle recipe's LMDB and MongoDB layouts, image LMDBs).
 """
 

@@ -48,8 +48,8 @@ from datakit.errors import (
     SourceError,
     StoreError,
 )
-from datakit.format.manifest import Manifest, check_record, record_key
-from datakit.format.records import HEADER_SIZE, PayloadKind, decode_record
+from datakit.format.manifest import Manifest, check_record
+from datakit.format.records import HEADER_SIZE, PayloadKind, decode_record, record_key
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 

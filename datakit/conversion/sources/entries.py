@@ -9,11 +9,14 @@ checksums, ``--resume``, ``--append``, progress and the list of skipped files.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["IMG_EXTENSIONS", "SourceEntry", "EntryBytes", "UnreadableFolder", "SymlinkLoop", "SourceFolder"]
+from datakit.format.fields.schema import Schema
+
+__all__ = ["IMG_EXTENSIONS", "SourceEntry", "EntryBytes", "EntryFields", "UnreadableFolder", "SymlinkLoop",
+           "SourceFolder"]
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 """torchvision's ``IMG_EXTENSIONS``, matched case-insensitively at the end of a name."""
@@ -57,6 +60,27 @@ class EntryBytes(Protocol):
 
     def close(self) -> None:
         """Release what this process opened (the next :meth:`read` opens it again)."""
+        ...
+
+
+class EntryFields(Protocol):
+    """The field values of a source's entries beyond their image and label, read in the reader
+    processes (:mod:`datakit.conversion.fields` encodes them): a small picklable description that
+    opens what it reads in the process that reads, like :class:`EntryBytes`."""
+
+    def values(self, entry: SourceEntry) -> Mapping[str, Any]:
+        """The entry's values by field name: plain Python values, numpy arrays, boxes or masks values
+        of :mod:`datakit.format.fields`, a value that needs its image's size
+        (:class:`~datakit.conversion.fields.OnCanvas`), or an extra image's file bytes. A field it
+        leaves out has no value.
+
+        Raises:
+            BadImage: the values cannot be read (the message says why).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what this process opened."""
         ...
 
 
@@ -113,6 +137,12 @@ class SourceFolder:
         rejected: ``(name, reason)`` of each image the scan found but cannot
             convert (a dataset row without a label, a tar shard that ends
             early); reported as skipped.
+        schema: the samples' fields when they are more than an image and its
+            label (:mod:`datakit.format.fields`); ``None`` for a classification source.
+        fields: how a reader process gets each entry's other field values.
+        notes: what the scan left out that the caller should hear of (a
+            dataset's columns no field can hold); :func:`datakit.convert` warns
+            with each.
         payload_kind: ``"raw"`` when the source's images are pixel arrays,
             which are stored as raw records whatever format was asked for;
             ``""`` to store them as asked (the pickle recipe's stores,
@@ -140,6 +170,9 @@ class SourceFolder:
     unlabelled: bool = False
     standalone_names: bool = False
     splits: dict[str, int] = field(default_factory=dict)
+    schema: Schema | None = None
+    fields: EntryFields | None = None
+    notes: list[str] = field(default_factory=list)
 
     def hidden_classes(self) -> list[str]:
         """Class folders whose name starts with a dot (``.ipynb_checkpoints``): classes to

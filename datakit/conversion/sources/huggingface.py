@@ -45,8 +45,12 @@ from typing import Any
 from datakit.conversion.sources.class_names import class_order, label_problem, sorted_classes
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.files import files_digest
+from datakit.conversion.sources.hf_fields import ArrowFields, column_fields
 from datakit.conversion.sources.hf_images import ArrowBytes, check_path_images
 from datakit.errors import SourceError, Spelling
+from datakit.format.fields.base import FieldError
+from datakit.format.fields.schema import Schema
+from datakit.format.manifest import NO_LABEL
 
 __all__ = ["SAVED_MARKERS", "TABLE_SUFFIXES", "ROW_DIGITS", "ArrowBytes", "scan_huggingface"]
 
@@ -73,7 +77,9 @@ class _Table:
 
 
 def scan_huggingface(root: str, image_column: str, label_column: str | None, *, image_root: str | None = None,
-                     splits: Sequence[str] = ()) -> tuple[SourceFolder, str]:
+                     splits: Sequence[str] = (), label_required: bool = True,
+                     columns: Sequence[str] | None = None,
+                     optional: Sequence[str] = ()) -> tuple[SourceFolder, str]:
     """The entries of the dataset at ``root`` (every row, with its label from ``label_column``;
     ``None``: the caller takes labels from a label file, and every label is 0 here) and the
     scan rules that name them in a store's progress.
@@ -84,33 +90,63 @@ def scan_huggingface(root: str, image_column: str, label_column: str | None, *, 
         image_root: the folder image paths are read in (:mod:`datakit.conversion.sources.hf_images`);
             by default the dataset's own.
         splits: the splits of a ``DatasetDict`` to convert, kept in its order; all when empty.
+        label_required: refuse a dataset without ``label_column`` (else it makes an unlabelled store).
+        columns: the other columns kept as fields (:mod:`datakit.conversion.sources.hf_fields`);
+            all when ``None``.
+        optional: fields a row may lack a value of.
 
     Raises:
         SourceError: ``datasets`` is not installed, ``root`` holds no dataset,
             a column is missing or of the wrong kind (the message names the
             file or split and the column, and lists the columns there), a
-            split is not in the dataset, or no row's image can be read.
+            split is not in it, or no row's image can be read.
     """
     _require_datasets(root)
     with _quiet_datasets():
-        tables = _chosen(_tables(root, [image_column, label_column]), splits, root)
+        tables = _chosen(_tables(root, [image_column, label_column if label_required else None]), splits,
+                         root)
+    unlabelled = label_column is not None and not label_required and not any(
+        label_column in table.dataset.features for table in tables)
+    label = None if unlabelled else label_column
     for table in tables:
-        _check_columns(table, image_column, label_column)
+        _check_columns(table, image_column, label)
     folder_of_images = image_root if image_root is not None else _folder(root)
     check_path_images(root, [table.dataset for table in tables], image_column, folder_of_images)
-    classes, labels, order = _labels(tables, label_column)
+    classes, labels, order = ([], [[""] * len(table.dataset) for table in tables], "text") if unlabelled \
+        else _labels(tables, label)
     entries, rejected = _entries(tables, labels, classes)
     if not entries and not rejected:
         raise SourceError(f"{root} holds no rows")
-    reader = ArrowBytes([path for table in tables for path in table.arrow_files], image_column,
-                        folder_of_images)
-    label = label_column if label_column is not None else "(label file)"
-    digest = files_digest(_data_files(root), root)
+    files = [path for table in tables for path in table.arrow_files]
+    schema, fields, notes = _fields(root, tables, [image_column, label_column or "label"], columns, optional,
+                                    not unlabelled, (files, folder_of_images))
     chosen = f" splits={','.join(table.name for table in tables)}" if splits else ""
-    rules = f"huggingface image={image_column} label={label}{chosen} files sha256:{digest}"
+    named = label_column if label_column is not None else "(label file)"
+    rules = f"huggingface image={image_column} label={'(none)' if unlabelled else named}{chosen} files " \
+            f"sha256:{files_digest(_data_files(root), root)}"
     rows = {table.name: len(table.dataset) for table in tables if table.split}
-    return SourceFolder(root, classes, entries, class_order=order, kind="huggingface", reader=reader,
-                        rejected=rejected, splits=rows), rules
+    return SourceFolder(root, classes, entries, class_order=order, kind="huggingface",
+                        reader=ArrowBytes(files, image_column, folder_of_images), rejected=rejected,
+                        splits=rows, unlabelled=unlabelled, schema=schema, fields=fields, notes=notes), rules
+
+
+def _fields(root: str, tables: list[_Table], taken: list[str], columns: Sequence[str] | None,
+            optional: Sequence[str], labelled: bool,
+            read: tuple[list[str], str]) -> tuple[Schema, ArrowFields | None, list[str]]:
+    """The schema of the image, the label and the other columns' fields; how the readers read them."""
+    import datasets
+
+    datasets_ = [table.dataset for table in tables]
+    specs, notes = column_fields(datasets_, taken, columns, root)
+    try:
+        schema = Schema.of([*Schema.classification(labelled).fields, *specs]).with_optional(optional)
+    except FieldError as exc:
+        raise SourceError(f"{root}: {exc}") from None
+    features = datasets_[0].features
+    classes = [spec.name for spec in specs if isinstance(features[spec.name], datasets.ClassLabel)]
+    files, image_root = read
+    fields = ArrowFields(files, schema.stored[1:], image_root, classes) if specs else None
+    return schema, fields, notes
 
 
 def _chosen(tables: list[_Table], splits: Sequence[str], root: str) -> list[_Table]:
@@ -321,8 +357,8 @@ def _entries(tables: list[_Table], labels: list[list[str | None]],
             entry_name = _row_name(table.name, row, len(rows))
             if name is None:
                 rejected.append((entry_name, "no label (None, or -1 in a ClassLabel column)"))
-            else:
-                entries.append(SourceEntry(entry_name, position[name], location=place))
+            else:  # an unlabelled dataset's rows are all of no class
+                entries.append(SourceEntry(entry_name, position.get(name, NO_LABEL), location=place))
     return entries, rejected
 
 

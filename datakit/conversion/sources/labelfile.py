@@ -25,39 +25,35 @@ not converted; they are counted (:attr:`LabelledFolder.unlisted`).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import hashlib
-import io
-import json
 import os
-import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from datakit.conversion.sources.class_names import (
-    class_order,
-    json_integer,
-    label_problem,
-    lone_surrogate,
-    shown,
-    sorted_classes,
-)
+from datakit.conversion.sources.class_names import class_order, shown, sorted_classes
 from datakit.conversion.sources.entries import SourceEntry, SourceFolder
 from datakit.conversion.sources.folder import normalise_extensions
+from datakit.conversion.sources.tabular import (
+    MAX_PATH,
+    check_unique,
+    clean_path,
+    csv_records,
+    is_json_lines,
+    json_objects,
+    label_names,
+    read_row_file,
+)
 from datakit.errors import LabelFileError, SourceError
 
 _SHOWN = 3
 """Unmatched label-file paths named in the error of a file that matches nothing."""
 
 __all__ = ["MAX_PATH", "LabelRow", "LabelFile", "LabelledFolder", "read_label_file", "label_scan_rules",
+           "csv_label", "json_label",
            "labelled_folder", "labelled_entries", "sorted_classes", "class_order", "in_class_order"]
 
-MAX_PATH = 4096
-"""The most characters a path in a label file may have (Linux's ``PATH_MAX`` is 4096 bytes)."""
-
-_JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _CSV_SEPARATOR = ";"
+_CSV_HINT = f"a path has at most {MAX_PATH} characters, a class name far fewer"
 
 
 @dataclass(frozen=True)
@@ -130,35 +126,21 @@ def read_label_file(path: str | os.PathLike[str]) -> LabelFile:
         LabelFileError: the file cannot be read or is malformed; the message
             names the file and the line.
     """
-    location = os.path.abspath(os.path.expanduser(os.fspath(path)))
-    try:
-        with open(location, "rb") as stream:
-            raw = stream.read()
-    except OSError as exc:
-        raise LabelFileError(f"cannot read the label file {location}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise LabelFileError(f"{location}:{line}: the label file is not UTF-8 text ({exc.reason} at byte "
-                             f"{exc.start})") from None
-    parse = _json_rows if location.lower().endswith(_JSON_SUFFIXES) else _csv_rows
+    read = read_row_file(path, "label file")
+    parse = _json_rows if is_json_lines(read.path) else _csv_rows
     rows: list[LabelRow] = []
     seen: dict[str, int] = {}
-    for row in parse(text, location):
-        path_ = _clean_path(row.path, location, row.line)
-        if path_ in seen:
-            raise LabelFileError(f"{location}:{row.line}: {shown(path_)} is already listed on line "
-                                 f"{seen[path_]}; each image may be listed once")
-        seen[path_] = row.line
+    for row in parse(read.text, read.path):
+        path_ = clean_path(row.path, read.path, row.line)
+        check_unique(path_, row.line, seen, read.path)
         rows.append(LabelRow(path_, row.labels, row.line, row.listed))
     if not rows:
-        raise LabelFileError(f"{location}: the label file lists no image")
-    return LabelFile(location, hashlib.sha256(raw).hexdigest(), rows)
+        raise LabelFileError(f"{read.path}: the label file lists no image")
+    return LabelFile(read.path, read.digest, rows)
 
 
 def _csv_rows(text: str, where: str) -> Iterator[LabelRow]:
-    records = _csv_records(text, where)
+    records = csv_records(text, where, _CSV_HINT)
     header = next(records, (1, []))[1]
     if [name.strip() for name in header] != ["path", "label"]:
         raise LabelFileError(f"{where}:1: a CSV label file starts with the header 'path,label', "
@@ -168,84 +150,33 @@ def _csv_rows(text: str, where: str) -> Iterator[LabelRow]:
             continue  # a blank line
         if len(fields) != 2:
             raise LabelFileError(f"{where}:{line}: expected 2 fields (path,label), found {len(fields)}")
-        names = tuple(name.strip() for name in fields[1].split(_CSV_SEPARATOR))
-        yield LabelRow(fields[0], _check_names(names, where, line), line)
+        yield LabelRow(fields[0], label_names(csv_label(fields[1]), where, line), line)
 
 
-def _csv_records(text: str, where: str) -> Iterator[tuple[int, list[str]]]:
-    """Each CSV row with its (last) line; a CSV error (a field over the csv module's limit of
-    131072 characters) as a :class:`LabelFileError` naming the line."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise LabelFileError(f"{where}:{reader.line_num}: not valid CSV ({exc}); a path has at most "
-                                 f"{MAX_PATH} characters, a class name far fewer") from None
-        yield reader.line_num, fields
+def csv_label(cell: str) -> tuple[str, ...]:
+    """The class names of a CSV label cell: ``a;b`` names two."""
+    return tuple(name.strip() for name in cell.split(_CSV_SEPARATOR))
+
+
+def json_label(label: object, where: str, line: int,
+               error: type[LabelFileError] = LabelFileError) -> tuple[tuple[str, ...], bool]:
+    """The class names of a JSON Lines ``"label"`` (a name, or a list of them), and whether it is a list."""
+    if isinstance(label, str):
+        names: tuple[str, ...] = (label,)
+    elif isinstance(label, list) and all(isinstance(name, str) for name in label):
+        names = tuple(label)
+    else:
+        raise error(f"{where}:{line}: \"label\" must be a class name or a list of them")
+    return label_names(tuple(name.strip() for name in names), where, line, error), isinstance(label, list)
 
 
 def _json_rows(text: str, where: str) -> Iterator[LabelRow]:
-    for line, content in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 is no line break
-        content = content.removesuffix("\r")
-        if not content.strip():
-            continue
-        try:
-            item = json.loads(content, parse_int=json_integer)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-            raise LabelFileError(f"{where}:{line}: not valid JSON ({exc})") from None
-        if not isinstance(item, dict) or "path" not in item or "label" not in item:
-            raise LabelFileError(f"{where}:{line}: expected an object with \"path\" and \"label\"")
-        path, label = item["path"], item["label"]
+    for line, item in json_objects(text, where, ("path", "label")):
+        path = item["path"]
         if not isinstance(path, str):
             raise LabelFileError(f"{where}:{line}: \"path\" must be a string")
-        listed = isinstance(label, list)
-        if isinstance(label, str):
-            names: tuple[str, ...] = (label,)
-        elif isinstance(label, list) and all(isinstance(name, str) for name in label):
-            names = tuple(label)
-        else:
-            raise LabelFileError(f"{where}:{line}: \"label\" must be a class name or a list of them")
-        yield LabelRow(path, _check_names(tuple(name.strip() for name in names), where, line), line, listed)
-
-
-def _check_names(names: tuple[str, ...], where: str, line: int) -> tuple[str, ...]:
-    if not names or any(not name for name in names):
-        raise LabelFileError(f"{where}:{line}: empty class name")
-    for name in names:
-        problem = label_problem(name)
-        if problem is not None:
-            raise LabelFileError(f"{where}:{line}: {problem}")
-    if len(set(names)) != len(names):
-        raise LabelFileError(f"{where}:{line}: a class is named twice in one label")
-    return names
-
-
-def _clean_path(path: str, where: str, line: int) -> str:
-    cleaned = path.strip().replace("\\", "/")
-    if not cleaned:
-        raise LabelFileError(f"{where}:{line}: empty path")
-    if "\x00" in cleaned:
-        raise LabelFileError(f"{where}:{line}: the path {shown(path)} holds a NUL character, which no file "
-                             "name can hold")
-    surrogate = lone_surrogate(cleaned)
-    if surrogate:
-        raise LabelFileError(f"{where}:{line}: the path {shown(path)} holds {surrogate}, a lone surrogate, "
-                             "which is no character; write the file's name in UTF-8 text")
-    if len(cleaned) > MAX_PATH:
-        raise LabelFileError(f"{where}:{line}: the path {shown(path)} has {len(cleaned)} characters; a path "
-                             f"has at most {MAX_PATH} characters")
-    if cleaned.startswith("/") or (len(cleaned) > 1 and cleaned[1] == ":"):
-        raise LabelFileError(f"{where}:{line}: {shown(path)} is absolute; paths are relative to the source "
-                             "folder")
-    if ".." in cleaned.split("/"):
-        raise LabelFileError(f"{where}:{line}: {shown(path)} climbs out of the source folder with '..'")
-    normal = posixpath.normpath(cleaned)
-    if normal == ".":
-        raise LabelFileError(f"{where}:{line}: {shown(path)} names the source folder itself, not an image")
-    return normal
+        names, listed = json_label(item["label"], where, line)
+        yield LabelRow(path, names, line, listed)
 
 
 def labelled_folder(root: str, label_file: LabelFile, extensions: tuple[str, ...] = ()) -> LabelledFolder:
@@ -320,6 +251,7 @@ def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFol
 
     A name the source does not hold becomes an entry with no location, skipped
     and listed when read; entries the file does not name are counted as unlisted.
+    The source's other fields (its schema, and how they are read) stay as they are.
 
     Raises:
         SourceError: the file names no entry of ``source`` at all.
@@ -340,7 +272,7 @@ def labelled_entries(source: SourceFolder, label_file: LabelFile) -> LabelledFol
     return LabelledFolder(source.root, classes, entries, ignored=source.ignored,
                           class_order=class_order(classes), kind=source.kind, reader=source.reader,
                           rejected=source.rejected, label_file=label_file.path, unlisted=unlisted,
-                          multi_label=multi)
+                          multi_label=multi, schema=source.schema, fields=source.fields, notes=source.notes)
 
 
 def _matches_nothing(label_file: LabelFile, what: str, names: list[str], instead: str) -> SourceError:

@@ -13,7 +13,9 @@ SRC is told apart by what it holds (:func:`detect_kind`), or by
 - ``"recipe_lmdb"``, ``"image_lmdb"``: an LMDB the pickle recipe wrote, or one
   whose values are encoded images; ``"recipe_mongo"``: a ``mongodb://`` URI with
   ``index``, the recipe's MongoDB layout (:mod:`datakit.conversion.sources.foreign.layouts`);
-- ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`).
+- ``"folder"``: anything else, an image folder (:mod:`datakit.conversion.sources.folder`);
+- ``"coco"``: an images folder with COCO annotation files (``coco``, never detected:
+  :mod:`datakit.conversion.sources.coco`).
 
 Every kind yields the same :class:`~datakit.conversion.sources.entries.SourceFolder` of
 entries, so everything after the scan (resume, append, the reading stage,
@@ -26,9 +28,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from datakit.conversion.sources.choice import SourceChoice
+from datakit.conversion.sources.coco.source import scan_coco
 from datakit.conversion.sources.entries import SourceFolder
+from datakit.conversion.sources.fieldfile import field_scan_rules, fielded_folder, read_field_file
 from datakit.conversion.sources.folder import scan_folder, scan_rules
 from datakit.conversion.sources.foreign.layouts import STORE_KINDS, StoreChoice, scan_store, store_kind
 from datakit.conversion.sources.huggingface import SAVED_MARKERS, TABLE_SUFFIXES, scan_huggingface
@@ -41,39 +45,16 @@ from datakit.conversion.sources.labelfile import (
 from datakit.conversion.sources.webdataset import SHARD_SUFFIX, scan_webdataset
 from datakit.errors import SourceError, Spelling, option
 
-__all__ = ["SOURCE_KINDS", "SourceChoice", "detect_kind", "scan_source"]
+__all__ = ["SOURCE_KINDS", "detect_kind", "scan_source"]
 
 SOURCE_KINDS = ("folder", "huggingface", "webdataset", *STORE_KINDS)
 """The kinds of source a conversion reads."""
 
 _KIND = Spelling("source_kind=", "--source-kind")
+_FIELDS = Spelling("fields=FILE", "--fields FILE")
 _COMPRESSED_SHARDS = {".tar.gz": "gunzip", ".tgz": "gunzip", ".tar.zst": "zstd -d", ".tar.zstd": "zstd -d",
                       ".tar.xz": "xz -d", ".tar.bz2": "bunzip2"}
 """Compressed tar shards, which datakit does not read, and the command that makes each a ``.tar``."""
-
-
-@dataclass(frozen=True)
-class SourceChoice:
-    """How to read SRC, as the caller chose (``None``: not given).
-
-    Attributes:
-        kind: one of :data:`SOURCE_KINDS`; detected from SRC when ``None``.
-        image_column: a Hugging Face dataset's ``Image`` column (``"image"``).
-        label_column: a Hugging Face dataset's label column, or the key of a
-            WebDataset sample's ``.json`` label (``"label"``).
-        store: the options of an existing store's import
-            (:mod:`datakit.conversion.sources.foreign.layouts`).
-        image_root: the folder a Hugging Face dataset's image paths are read in
-            (:mod:`datakit.conversion.sources.hf_images`); the dataset's own by default.
-        splits: the splits of a Hugging Face ``DatasetDict`` to convert; all when empty.
-    """
-
-    kind: str | None = None
-    image_column: str | None = None
-    label_column: str | None = None
-    store: StoreChoice = StoreChoice()
-    image_root: str | None = None
-    splits: tuple[str, ...] = ()
 
 
 def detect_kind(root: str, store: StoreChoice | None = None) -> str:
@@ -143,19 +124,33 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     Raises:
         SourceError: the source is missing, ambiguous, empty or unreadable, or
             an option does not apply to its kind.
-        LabelFileError: the label file is malformed.
+        LabelFileError: the label file (or the field file: ``FieldFileError``) is malformed.
         ValueError: ``choice.kind`` is not one of :data:`SOURCE_KINDS`.
     """
     if choice.kind is not None and choice.kind not in SOURCE_KINDS:
         raise ValueError(f"source_kind must be one of {', '.join(SOURCE_KINDS)}, not {choice.kind!r}")
+    if choice.coco:
+        _check_coco(root, choice, labels, extensions)
+        return scan_coco(root, choice.coco)
     kind = choice.kind or detect_kind(root, choice.store)
     label_file = read_label_file(labels) if labels is not None else None
     if kind in STORE_KINDS:
         given: dict[str, object] = {"extensions": extensions, "image_column": choice.image_column,
-                 "label_column": choice.label_column, "image_root": choice.image_root, "split": choice.splits}
+                 "label_column": choice.label_column, "image_root": choice.image_root, "split": choice.splits,
+                 "optional": choice.optional, "columns": choice.columns, "fields": choice.field_file}
         return scan_store(root, kind, choice.store, label_file, given)
     _check_choice(root, kind, choice, labels, extensions)
     if kind == "folder":
+        if choice.field_file is not None:
+            field_file = read_field_file(choice.field_file)
+            return (fielded_folder(root, field_file, tuple(extensions), choice.optional),
+                    field_scan_rules(field_file))
+        if choice.optional:
+            raise SourceError.advising("{option} applies to sources with fields (WebDataset members, Hugging "
+                                       "Face columns, a field file: {fields}); {root} is an image folder",
+                                       option=Spelling(f"optional={list(choice.optional)!r}", " ".join(
+                                           f"--optional {name}" for name in choice.optional)), root=root,
+                                       fields=_FIELDS)
         if label_file is not None:
             return labelled_folder(root, label_file, tuple(extensions)), label_scan_rules(label_file)
         folder = scan_folder(root, extensions)
@@ -163,9 +158,12 @@ def scan_source(root: str, labels: str | os.PathLike[str] | None, extensions: Se
     column = None if label_file is not None else (choice.label_column or "label")
     if kind == "huggingface":
         folder, rules = scan_huggingface(root, choice.image_column or "image", column,
-                                         image_root=choice.image_root, splits=choice.splits)
+                                         image_root=choice.image_root, splits=choice.splits,
+                                         label_required=choice.label_column is not None,
+                                         columns=choice.columns, optional=choice.optional)
     else:
-        folder, rules = scan_webdataset(root, column)
+        folder, rules = scan_webdataset(root, column, required=choice.label_column is not None,
+                                        optional=choice.optional)
     if label_file is None:
         return folder, rules
     return labelled_entries(folder, label_file), f"{rules} {label_scan_rules(label_file)}"
@@ -179,6 +177,7 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
             raise SourceError(f"{name} applies to existing stores (datakit's, the pickle recipe's, image "
                               f"LMDBs), not to {root} ({kind})")
     _check_hf_only(root, kind, choice)
+    _check_field_file(root, kind, choice, labels)
     given = {"image_column": choice.image_column, "label_column": choice.label_column}
     if kind == "folder":
         for name, value in given.items():
@@ -200,6 +199,45 @@ def _check_choice(root: str, kind: str, choice: SourceChoice, labels: object,
             "{column} and {labels} both give the labels; choose one",
             column=option("label_column", choice.label_column),
             labels=Spelling("labels=FILE", "--labels FILE"))
+
+
+def _check_coco(root: str, choice: SourceChoice, labels: object, extensions: Sequence[str]) -> None:
+    """Refuse, with COCO annotation files, the options that give annotations or read other sources."""
+    coco = Spelling("coco=FILE", "--coco FILE")
+    if labels is not None:
+        raise SourceError.advising("{coco} and {labels} both give the images and their annotations; choose "
+                                   "one", coco=coco, labels=Spelling("labels=FILE", "--labels FILE"))
+    if choice.kind not in (None, "folder"):
+        raise SourceError.advising("{coco} names the images of a folder; {root} is read as {kind} "
+                                   "({option})", coco=coco, root=root, kind=choice.kind,
+                                   option=option("source_kind", choice.kind))
+    given = {"image_column": choice.image_column, "label_column": choice.label_column,
+             "image_root": choice.image_root, "split": ",".join(choice.splits) or None,
+             "extensions": ",".join(extensions) or None, "fields": choice.field_file,
+             "columns": None if choice.columns is None else ",".join(choice.columns),
+             "optional": ",".join(choice.optional) or None, **vars(choice.store)}
+    for name, value in given.items():
+        if value is not None:
+            spelled = Spelling(f"class_name={value!r}", f"--class {value}") if name == "class_name" \
+                else option(name, value)
+            raise SourceError.advising("{option} does not apply with {coco}: the annotation files name the "
+                                       "images and give their annotations", option=spelled, coco=coco)
+
+
+def _check_field_file(root: str, kind: str, choice: SourceChoice, labels: object) -> None:
+    """Refuse a field file for a source that is no image folder, or beside a label file."""
+    if choice.field_file is not None and kind != "folder":
+        raise SourceError.advising("{fields} applies to image folders, not to {root} ({kind}), whose fields "
+                                   "come from the source itself", fields=_FIELDS, root=root, kind=kind)
+    if choice.field_file is not None and labels is not None:
+        raise SourceError.advising("{labels} and {fields} both give the labels (a field file's 'label' "
+                                   "column); choose one", labels=Spelling("labels=FILE", "--labels FILE"),
+                                   fields=_FIELDS)
+    if choice.columns is not None and kind != "huggingface":
+        raise SourceError.advising("{option} applies to Hugging Face datasets, not to {root} ({kind})",
+                                   option=Spelling(f"columns={list(choice.columns)!r}",
+                                                   f"--columns {','.join(choice.columns)}"),
+                                   root=root, kind=kind)
 
 
 def _check_hf_only(root: str, kind: str, choice: SourceChoice) -> None:

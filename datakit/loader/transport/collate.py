@@ -19,7 +19,7 @@ import torch
 from datakit.loader.transport.mismatch import size_mismatch
 from datakit.loader.transport.nested import map_nested, rebuild_mapping, rebuild_sequence
 
-__all__ = ["is_default_collate", "default_collate", "default_convert"]
+__all__ = ["is_default_collate", "default_collate", "default_convert", "detection_collate"]
 
 # numpy dtype kinds that hold strings or Python objects: not convertible to tensors.
 _STR_OR_OBJECT_DTYPE = re.compile("[SaUO]")
@@ -165,7 +165,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(first, (str, bytes)):
         return batch
     if isinstance(first, collections.abc.Mapping):
-        columns = {key: default_collate([sample[key] for sample in batch]) for key in first}
+        columns = {key: _collate_field([sample[key] for sample in batch]) for key in first}
         return rebuild_mapping(first, columns)
     if isinstance(first, tuple) and hasattr(first, "_fields"):
         return type(first)(*(default_collate(column) for column in zip(*batch, strict=False)))
@@ -174,6 +174,52 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if type(first).__module__.split(".")[0] == "PIL":
         raise TypeError(_PIL_MESSAGE.format(type(first).__name__))
     raise TypeError(_UNSUPPORTED_MESSAGE.format(type(first)))
+
+
+def _collate_field(values: list[Any]) -> Any:
+    """One key of a batch of dict samples: collated as :func:`default_collate` collates it where it can,
+    and a list of the samples' values where it cannot (boxes, masks and strings of every length, images of
+    several sizes, missing values), as torchvision's detection ``collate_fn`` keeps them. Boxes, masks and
+    keypoints (torchvision's ``tv_tensors`` other than images) are always a list: stacked, they would lose
+    the canvas each one lies on, and a batch's type would change with its boxes' counts."""
+    first = values[0]
+    if _is_annotation(first) or any(value is None for value in values):
+        return list(values)
+    try:
+        return default_collate(values)
+    except (RuntimeError, TypeError, ValueError):
+        if isinstance(first, (torch.Tensor, np.ndarray)) or _ragged(values):
+            return [default_convert(value) for value in values]
+        raise
+
+
+def _is_annotation(value: Any) -> bool:
+    """A torchvision box, mask or keypoints tensor (its class lives in ``torchvision.tv_tensors``)."""
+    kind = type(value)
+    return (isinstance(value, torch.Tensor) and kind.__module__.startswith("torchvision.tv_tensors")
+            and kind.__name__ not in ("Image", "Video"))
+
+
+def _ragged(values: list[Any]) -> bool:
+    """Sequences of several lengths, or mappings of several keys: what only a list holds."""
+    first = values[0]
+    if isinstance(first, collections.abc.Mapping):
+        return any(not isinstance(value, collections.abc.Mapping) or value.keys() != first.keys()
+                   for value in values)
+    if isinstance(first, collections.abc.Sequence) and not isinstance(first, (str, bytes)):
+        return any(len(value) != len(first) for value in values) or any(
+            _ragged([value[position] for value in values]) for position in range(len(first)))
+    return False
+
+
+def detection_collate(batch: Sequence[Any]) -> tuple[Any, ...]:
+    """torchvision's detection references' ``collate_fn``: ``tuple(zip(*batch))``.
+
+    For ``(image, target)`` samples (``target_format="torchvision-detection"``)
+    it gives a tuple of the images and a tuple of the targets, as the detection
+    models take them; pass it as ``collate_fn=datakit.detection_collate``.
+    """
+    return tuple(zip(*batch, strict=True))
 
 
 def is_default_collate(collate_fn: Any) -> bool:

@@ -135,13 +135,14 @@ class BatchSlots:
         try:
             if isinstance(payload, BatchInSlot):
                 assert payload.slot == slot, f"task {task_id} answered in slot {payload.slot}, not {slot}"
+                rest = [] if payload.rest is None else [payload.rest]  # dict samples' other fields
                 views = [self.buffers.images[slot, :payload.count], self.buffers.labels[slot, :payload.count]]
                 if take is not None:
-                    payload = take(views)
+                    payload = take([*views, *rest])
                 elif self.lends:
-                    payload, lent = [lend(views[0], self._returned, slot), _copy_out(views[1])], True
+                    payload, lent = [lend(views[0], self._returned, slot), _copy_out(views[1]), *rest], True
                 else:
-                    payload = [_copy_out(view) for view in views]
+                    payload = [*(_copy_out(view) for view in views), *rest]
         finally:
             if not lent:
                 with self._lock:
@@ -220,7 +221,7 @@ class SlotFetcher(MapFetcher):
         images = self.buffers.images[indices.slot, :count]
         labels = self.buffers.labels[indices.slot, :count].numpy()
         try:
-            self.dataset.read_batch_into(indices.indices, images.numpy(), labels)
+            rest = self.dataset.read_batch_into(indices.indices, images.numpy(), labels)
         except ValueError:
             # A sample that does not fit the slot (images of mixed sizes; numpy's broadcasting error):
             # read this batch the ordinary way, which gives it if it can be built and else raises what
@@ -238,4 +239,4 @@ class SlotFetcher(MapFetcher):
                 return super().fetch(indices.indices)
             if augmented.data_ptr() != images.data_ptr():
                 images.copy_(augmented)
-        return BatchInSlot(indices.slot, count, info)
+        return BatchInSlot(indices.slot, count, info, rest)

@@ -35,7 +35,7 @@ from datakit.loader.transport.device import DeviceBackend
 from datakit.loader.transport.nested import map_tensors
 from datakit.loader.transport.slots import BatchSlots
 from datakit.loader.transport.staging import DeviceStager, Pinned, PinnedRing
-from datakit.loader.workers.batch_contract import BatchInfo, BatchSteps
+from datakit.loader.workers.batch_contract import BatchInfo, BatchSteps, with_rest
 from datakit.loader.workers.messages import BatchInSlot, Exhausted
 from datakit.procs.failure import WorkerFailure
 
@@ -126,13 +126,13 @@ class BatchStages:
     def _finish_out_of_slot(self, views: list[torch.Tensor], info: BatchInfo) -> list[torch.Tensor]:
         """``finish(images, labels)`` read from a slot's views, owning their memory."""
         assert self._host_step is not None
-        images, labels = views
+        images, labels = views[0], views[1]
         finished, new_labels = self._host_step(images, labels, info)
         if finished.data_ptr() == images.data_ptr():  # a finish that returned its input: copy it out
             finished = finished.clone()
         if new_labels.data_ptr() == labels.data_ptr():
             new_labels = new_labels.clone()
-        return [finished, new_labels]
+        return [finished, new_labels, *views[2:]]  # a slot's dict samples' other fields travel on
 
     def _finish_on_device(self, batch: list[torch.Tensor], info: BatchInfo) -> list[torch.Tensor]:
         assert self._steps is not None
@@ -184,14 +184,14 @@ class BatchStages:
                 the batch already on its way is delivered).
         """
         if self._stager is None:
-            return next_batch()
+            return with_rest(next_batch())
 
         def next_pinned() -> Pinned:
             pinned = next_batch()
             assert isinstance(pinned, Pinned), "with a device, the pin stage puts every batch in the ring"
             return pinned
 
-        return self._stager.next(next_pinned)
+        return with_rest(self._stager.next(next_pinned))
 
     def discard(self, payload: Any) -> None:
         """Gives back what an answer that will not be delivered holds (a ring slot)."""

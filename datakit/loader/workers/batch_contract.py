@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 import numpy as np
 import torch
 
-__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "BatchInfo", "BatchSteps", "ShapeChanged",
-           "supports_batch_slots", "batch_steps"]
+__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "BatchInfo", "BatchSteps", "ShapeChanged", "SlotRest",
+           "supports_batch_slots", "batch_steps", "with_rest"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,40 @@ class BatchInfo:
 
 Augment = Callable[[torch.Tensor, BatchInfo], torch.Tensor]
 Finish = Callable[[torch.Tensor, torch.Tensor, BatchInfo], "tuple[torch.Tensor, torch.Tensor]"]
+
+
+class SlotRest(NamedTuple):
+    """The part of a batch of dict samples that travels beside its slot: the fields of every size.
+
+    A dataset whose samples are dicts (a field store's: an image and a caption,
+    boxes, metadata) writes their images (and labels) into the slot and returns
+    the rest from ``read_batch_into``, already collated as ``default_collate``
+    collates it; the loader gives the batch as a dict in ``order``, with the
+    slot's images under ``image_key`` and its labels under ``label_key``.
+
+    Attributes:
+        values: every other key's collated values.
+        order: the samples' keys, in their order.
+        image_key: the key of the images the slot holds.
+        label_key: the key of the labels the slot holds, or None (samples without one).
+    """
+
+    values: dict[str, Any]
+    order: tuple[str, ...]
+    image_key: str
+    label_key: str | None
+
+
+def with_rest(batch: Any) -> Any:
+    """A batch as its consumer gets it: ``[images, labels, rest]`` from a slot becomes the dict of its
+    samples' keys (:class:`SlotRest`); any other batch is returned as it is."""
+    if not (isinstance(batch, list) and len(batch) == 3 and isinstance(batch[2], SlotRest)):
+        return batch
+    images, labels, rest = batch
+    found = {**rest.values, rest.image_key: images}
+    if rest.label_key is not None:
+        found[rest.label_key] = labels
+    return {key: found[key] for key in rest.order}
 
 
 class ShapeChanged(ValueError):
@@ -103,8 +137,9 @@ class SupportsBatchSlots(Protocol):
         """
         ...
 
-    def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> None:
-        """Writes the samples at ``indices`` into ``images[i]`` and ``labels[i]``.
+    def read_batch_into(self, indices: Sequence[int], images: np.ndarray, labels: np.ndarray) -> Any:
+        """Writes the samples at ``indices`` into ``images[i]`` and ``labels[i]``; returns None, or,
+        for dict samples, the rest of the batch (:class:`SlotRest`).
 
         The result must equal ``default_collate([dataset[i] for i in indices])``
         (``[images, labels]``) written into the arrays, after the dataset's

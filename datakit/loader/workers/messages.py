@@ -81,11 +81,14 @@ class BatchInSlot:
         count: Samples written (the batch's length).
         info: The batch's indices and epoch seed, for the dataset's batch
             steps that run after the slot (``finish_batch``).
+        rest: the part of the batch that travels beside the slot (dict samples'
+            other fields, :class:`~datakit.loader.workers.batch_contract.SlotRest`), or None.
     """
 
     slot: int
     count: int
     info: BatchInfo | None = None
+    rest: Any = None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import struct
 import lmdb
 
 from datakit.errors import StoreError, option
-from datakit.format.manifest import KEY_DIGITS, Stats, record_key
+from datakit.format.records import KEY_DIGITS, record_key
+from datakit.format.stats import Stats
 from datakit.stores.conversion_state import ConversionSettings
 
 __all__ = [

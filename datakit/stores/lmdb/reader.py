@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 import lmdb
 
 from datakit.errors import CorruptRecordError, IncompleteStoreError, StoreError, StoreNotFoundError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from datakit.stores.contract import StoreReader
 from datakit.stores.conversion_state import progress_source
 from datakit.stores.lmdb.damage import damaged, reporting_damage

@@ -19,7 +19,9 @@ import lmdb
 import numpy as np
 
 from datakit.errors import StoreBusyError, StoreError, option
-from datakit.format.manifest import Manifest, Stats, record_key
+from datakit.format.manifest import Manifest
+from datakit.format.records import record_key
+from datakit.format.stats import Stats
 from datakit.stores.contract import StoreWriter
 from datakit.stores.conversion_state import ConversionSettings, PendingRecord, StoredMeta, WriterIdentity
 from datakit.stores.labeltable import label_table_bytes

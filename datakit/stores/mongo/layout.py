@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from datakit.errors import StoreError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from datakit.stores.conversion_state import PendingRecord
 from datakit.stores.labeltable import label_table_bytes
 
@@ -109,6 +109,8 @@ def sample_document(record: PendingRecord, gridfs_id: Any = None) -> dict[str, A
         "label": int(record.label),
         "source": _encode_source(record.source),
     }
+    if record.document:
+        document["fields"] = record.document
     if gridfs_id is None:
         document["data"] = Binary(record.data)
     else:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from datakit.errors import CorruptRecordError
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from datakit.stores.mongo.connection import MongoConnection
 from datakit.stores.mongo.layout import GRIDFS_BUCKET
 

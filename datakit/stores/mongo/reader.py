@@ -27,7 +27,7 @@ from datakit.errors import (
     StoreNotFoundError,
     StoreReplacedError,
 )
-from datakit.format.manifest import record_key
+from datakit.format.records import record_key
 from datakit.stores.contract import StoreReader
 from datakit.stores.conversion_state import progress_source
 from datakit.stores.mongo.connection import MongoConnection

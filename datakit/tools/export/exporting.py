@@ -10,14 +10,17 @@ labels are not the folder names (a store converted with ``--labels``, or a
 multi-label one) the labels are written too, as ``DIR/labels.csv`` (one class
 per image) or ``DIR/labels.jsonl`` (several), in record order, for
 ``datakit convert DIR DEST --labels``; an unlabelled store has none to write.
-With ``format="webdataset"`` the
-records go into tar shards instead (:mod:`datakit.tools.export.webdataset`).
+With ``format="webdataset"`` the records go into tar shards instead, every
+field a member (:mod:`datakit.tools.export.webdataset`,
+:mod:`datakit.tools.export.members`); with ``format="coco"`` the images go
+under their paths and the annotations into ``annotations.json`` (and
+``captions.json``) (:mod:`datakit.tools.export.coco`). A field a format has
+no place for (a folder holds images and labels only) is listed in the
+report's ``left_out``, with what keeps it.
 
 An export never loses a sample: it refuses a ``DIR`` that is not empty,
 refuses, before writing anything, source paths that would escape ``DIR``,
-hold a NUL, or collide (two records at one file, one record's file where
-another's folder goes, as ``a`` and ``a/b.jpg``, case folded as a
-case-insensitive file system does, or a record where the label file goes), checks every
+hold a NUL, or collide (:mod:`datakit.tools.export.paths`), checks every
 record's checksum as it reads it (a bad record stops the export, naming its
 key), and counts what it wrote. An export killed at any moment leaves ``DIR``
 marked unfinished, with whole files only; a plain export refuses it and
@@ -31,25 +34,31 @@ import csv
 import io
 import json
 import os
-import posixpath
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from datakit.errors import ExportError, StoreError
-from datakit.format.manifest import Manifest, record_key
-from datakit.format.records import PayloadKind, decode_record
+from datakit.format.fields.base import FieldError
+from datakit.format.fields.values import field_values
+from datakit.format.manifest import Manifest
+from datakit.format.records import PayloadKind, record_key
 from datakit.stores import given_options, resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.tools.export import folder as export_folder
 from datakit.tools.export import webdataset as export_webdataset
+from datakit.tools.export.coco import ANNOTATIONS, CAPTIONS, coco_plan, write_coco
+from datakit.tools.export.members import Member, member_names, sample_members
+from datakit.tools.export.paths import check_placeable, file_name
+from datakit.tools.export.reading import image_file, records
 
-__all__ = ["ExportReport", "export"]
+__all__ = ["EXPORT_FORMATS", "ExportReport", "export"]
 
-_WINDOW = 1024
+EXPORT_FORMATS = ("folder", "webdataset", "coco")
+"""What ``datakit export`` writes: image files, WebDataset shards, or COCO (images and annotation files)."""
 
 
 @dataclass
@@ -70,8 +79,11 @@ class ExportReport:
             class folders carry the labels.
         resumed: the run finished an unfinished export.
         seconds: wall time.
-        format: ``"folder"`` (image files) or ``"webdataset"`` (tar shards).
-        shards: the tar shards of a WebDataset export (0 for a folder).
+        format: ``"folder"`` (image files), ``"webdataset"`` (tar shards) or ``"coco"``.
+        shards: the tar shards of a WebDataset export (0 otherwise).
+        annotations: the annotations of a COCO export (its captions not among them).
+        annotation_files: the annotation files of a COCO export.
+        left_out: the fields the format has no place for, each with why and what keeps it.
     """
 
     store: str
@@ -85,6 +97,9 @@ class ExportReport:
     seconds: float = 0.0
     format: str = "folder"
     shards: int = 0
+    annotations: int = 0
+    annotation_files: list[str] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +108,7 @@ class ExportReport:
 def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLike[str], *,
            collection: str | None = None, database: str | None = None, resume: bool = False,
            progress: Callable[[int, int], None] | None = None,
-           format: Literal["folder", "webdataset"] = "folder") -> ExportReport:
+           format: Literal["folder", "webdataset", "coco"] = "folder") -> ExportReport:
     """Write every record of ``store`` back to files under ``directory`` (or into tar shards there).
 
     Args:
@@ -110,7 +125,10 @@ def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLi
             got (the library prints nothing).
         format: ``"folder"`` writes each record as a file under its source
             path; ``"webdataset"`` writes WebDataset shards of
-            ``<key>.<extension>`` and ``<key>.cls`` (single-label stores only).
+            ``<key>.<extension>``, ``<key>.cls`` and a member per field
+            (single-label stores only); ``"coco"`` writes the images under
+            their paths and ``annotations.json`` (and ``captions.json``),
+            for a store with boxes or captions.
 
     Returns:
         An :class:`ExportReport`.
@@ -118,14 +136,16 @@ def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLi
     Raises:
         ExportError: ``directory`` is not an empty folder (or, with
             ``resume``, holds no unfinished export of this store in this
-            format), the store's source paths would escape it or collide, or
-            a multi-label store is exported as WebDataset shards.
+            format), the store's source paths would escape it or collide, a
+            multi-label store is exported as WebDataset shards, a store without
+            annotations or captions as COCO, or a value cannot be written in
+            the format (naming the record and the field).
         CorruptRecordError: a record fails its checksum (named by key).
         StoreError: the store cannot be read.
     """
     started = time.perf_counter()
-    if format not in ("folder", "webdataset"):
-        raise ValueError(f"format must be 'folder' or 'webdataset', not {format!r}")
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(map(repr, EXPORT_FORMATS))}, not {format!r}")
     spec = resolve_store(store, given_options(collection=collection, database=database))
     target = os.path.abspath(os.path.expanduser(os.fspath(directory)))
     state = export_folder.folder_state(target)
@@ -138,6 +158,8 @@ def export(store: StoreSpec | str | os.PathLike[str], directory: str | os.PathLi
         report = ExportReport(spec.describe(), target, resumed=state.unfinished is not None, format=format)
         if format == "webdataset":
             _export_shards(reader, spec, target, identity, report, progress)
+        elif format == "coco":
+            _export_coco(reader, spec, target, identity, report, progress)
         else:
             _export_files(reader, spec, target, identity, report, progress)
     export_folder.finish(target)
@@ -150,12 +172,15 @@ def _export_files(reader: StoreReader, spec: StoreSpec, target: str, identity: e
     """Each record as a file under its source path, and the label file where folders do not say."""
     manifest = reader.manifest
     raw = manifest.payload_kind == PayloadKind.RAW.label
-    paths = [_file_name(path, raw, spec) for path in reader.source_path_range(0, len(reader))]
+    paths = [file_name(path, raw, spec) for path in reader.source_path_range(0, len(reader))]
     labels = reader.labels()
     label_file = None
     if not _labelled_by_folder(manifest, paths, labels):
         label_file = "labels.jsonl" if manifest.multi_label else "labels.csv"
-    _check_placeable(paths, label_file, spec)
+    check_placeable(paths, {label_file: "the label file"} if label_file else {}, spec)
+    schema = manifest.sample_fields
+    report.left_out = {spec.name: "a folder holds the images and their labels; export as webdataset (or "
+                       "coco) to keep it" for spec in schema.stored[1:]}
     export_folder.start(target, identity)
     if report.resumed:
         export_folder.remove_partials(target)
@@ -168,22 +193,66 @@ def _export_files(reader: StoreReader, spec: StoreSpec, target: str, identity: e
 
 def _export_shards(reader: StoreReader, spec: StoreSpec, target: str, identity: export_folder.ExportIdentity,
                    report: ExportReport, progress: Callable[[int, int], None] | None) -> None:
-    """The records as WebDataset shards (:mod:`datakit.tools.export.webdataset`)."""
+    """The records as WebDataset shards, every field a member (:mod:`datakit.tools.export.webdataset`)."""
     manifest = reader.manifest
     if manifest.multi_label:
         raise ExportError(f"{spec.describe()} is a multi-label store, and a WebDataset .cls holds one class; "
                           "export it as a folder (its labels go into labels.jsonl)")
-    raw = manifest.payload_kind == PayloadKind.RAW.label
+    names = member_names(manifest.sample_fields, spec.describe())
     labels = reader.labels()
     export_folder.start(target, identity)
     if report.resumed:
         export_folder.remove_partials(target)
-    samples = ((index, payload, "png" if raw else export_webdataset.extension_of(payload))
-               for index, payload in _payloads(reader, raw))
-    tally = export_webdataset.write_shards(samples, labels, target, resume=report.resumed, progress=progress)
+    tally = export_webdataset.write_shards(_samples(reader, spec, names, labels), len(labels), target,
+                                           resume=report.resumed, progress=progress)
     report.written, report.kept, report.rewritten = tally.written, tally.kept, tally.rewritten
     report.total_bytes, report.shards = tally.total_bytes, tally.shards
     _check_all_exported(report, len(labels), spec)
+
+
+def _samples(reader: StoreReader, spec: StoreSpec, names: dict[str, Member],
+             labels: np.ndarray) -> Iterator[tuple[int, list[tuple[str, bytes]]]]:
+    """Each record's members: its image, its ``.cls``, then a member per field."""
+    raw = reader.manifest.payload_kind == PayloadKind.RAW.label
+    schema = reader.manifest.sample_fields
+    for index, record in records(reader):
+        payload = image_file(record, raw)
+        members = export_webdataset.sample_head(index, payload, "png" if raw else
+                                                export_webdataset.extension_of(payload), int(labels[index]))
+        if names:
+            key = record_key(index)
+            values = field_values(record, schema, key, [field.name for field in schema.stored[1:]])
+            try:
+                members += sample_members(values, schema, names, record.header.version,
+                                          [extension for extension, _ in members])
+            except FieldError as exc:
+                raise ExportError(f"{spec.describe()}: record {key}: {exc}; nothing more was exported") \
+                    from None
+        yield index, members
+
+
+def _export_coco(reader: StoreReader, spec: StoreSpec, target: str, identity: export_folder.ExportIdentity,
+                 report: ExportReport, progress: Callable[[int, int], None] | None) -> None:
+    """The images under their paths and their annotations as COCO files (:mod:`datakit.tools.export.coco`)."""
+    manifest = reader.manifest
+    plan = coco_plan(manifest.sample_fields, spec.describe())
+    raw = manifest.payload_kind == PayloadKind.RAW.label
+    paths = [file_name(path, raw, spec) for path in reader.source_path_range(0, len(reader))]
+    beside = {ANNOTATIONS: "the COCO annotations file", **(
+        {CAPTIONS: "the COCO captions file"} if plan.captions is not None else {})}
+    check_placeable(paths, beside, spec)
+    export_folder.start(target, identity)
+    if report.resumed:
+        export_folder.remove_partials(target)
+    if progress is not None:
+        progress(0, len(paths))
+    images = ((index, record, paths[index], image_file(record, raw)) for index, record in records(reader))
+    tally = write_coco(reader, spec, target, plan, images, report.resumed, progress)
+    report.written, report.kept, report.rewritten = tally.written, tally.kept, tally.rewritten
+    report.total_bytes, report.annotations, report.annotation_files = (tally.total_bytes, tally.annotations,
+                                                                       tally.files)
+    report.left_out = dict(plan.left_out)
+    _check_all_exported(report, len(paths), spec)
 
 
 def _check_all_exported(report: ExportReport, length: int, spec: StoreSpec) -> None:
@@ -229,95 +298,16 @@ def _write_records(reader: StoreReader, target: str, paths: list[str], raw: bool
     """Write each record's file, keeping (with ``resume``) one already whole."""
     if progress is not None:
         progress(0, len(paths))
-    for index, payload in _payloads(reader, raw):
-        path = os.path.join(target, *paths[index].split("/"))
-        if report.resumed and export_folder.holds_exactly(path, payload):
-            report.kept += 1
-        else:
-            if report.resumed and os.path.lexists(path):
-                report.rewritten += 1
-            elif os.path.lexists(path):  # a fresh export into an empty folder: nothing is there
-                raise ExportError(f"{path} appeared while the export was writing; export into a folder "
-                                  "that nothing else writes to")
-            export_folder.write_whole(path, payload, str(index))
-            report.written += 1
+    for index, record in records(reader):
+        payload = image_file(record, raw)
+        outcome = export_folder.place(os.path.join(target, *paths[index].split("/")), payload, str(index),
+                                      report.resumed)
+        report.kept += outcome == "kept"
+        report.written += outcome != "kept"
+        report.rewritten += outcome == "rewritten"
         report.total_bytes += len(payload)
         if progress is not None:
             progress(report.written + report.kept, len(paths))
-
-
-def _payloads(reader: StoreReader, raw: bool) -> Iterator[tuple[int, bytes]]:
-    """Every record's file bytes (raw pixels as a PNG), in index order, its checksum verified."""
-    for index, data in _records(reader):
-        record = decode_record(data, record_key(index))  # verifies the checksum
-        yield index, _png(record) if raw else bytes(record.payload)
-
-
-def _records(reader: StoreReader) -> Iterator[tuple[int, bytes]]:
-    """Every record, in index order, a window at a time (each one read once)."""
-    length = len(reader)
-    for start in range(0, length, _WINDOW):
-        indices = list(range(start, min(length, start + _WINDOW)))
-        yield from zip(indices, reader.get_many(indices), strict=True)
-
-
-def _file_name(path: str, raw: bool, spec: StoreSpec) -> str:
-    cleaned = posixpath.normpath(path)
-    if cleaned.startswith(("/", "../")) or cleaned in ("..", ".") or "\\" in cleaned or ":" in cleaned[:2]:
-        raise ExportError(f"{spec.describe()}: the source path {path!r} would be written outside the "
-                          "export folder; the store is damaged or was not written by datakit")
-    if "\x00" in cleaned:
-        raise ExportError(f"{spec.describe()}: the source path {path!r} holds a NUL character, which no file "
-                          "name can hold; nothing was exported")
-    name = posixpath.splitext(cleaned)[0] + ".png" if raw else cleaned
-    if export_folder.reserved_name(name):
-        raise ExportError(f"{spec.describe()}: the source path {path!r} is a name datakit export keeps "
-                          "for its own bookkeeping; nothing was exported")
-    return name
-
-
-def _check_placeable(paths: list[str], label_file: str | None, spec: StoreSpec) -> None:
-    """Refuse, before anything is written, files that one folder cannot hold side by side.
-
-    Two records at one file, one record's file where another's folder goes
-    (``a`` and ``a/b.jpg``), or a record where the label file goes would stop
-    the export half-way or overwrite a record. Paths are compared case folded:
-    a case-insensitive file system (macOS, Windows) would overwrite one with
-    the other.
-    """
-    files: dict[str, int] = {}  # case-folded path -> record index; -1: the label file
-    if label_file is not None:
-        files[label_file] = -1
-    for index, path in enumerate(paths):
-        other = files.setdefault(path.lower(), index)
-        if other != index:
-            raise ExportError(f"{spec.describe()}: {_owner(other, paths, label_file)} and "
-                              f"{_owner(index, paths, label_file)} would be the same file; nothing was "
-                              "exported")
-    for index, path in enumerate(paths):
-        parts = path.lower().split("/")
-        for depth in range(1, len(parts)):
-            folder = files.get("/".join(parts[:depth]))
-            if folder is not None:
-                raise ExportError(f"{spec.describe()}: {_owner(folder, paths, label_file)} is a file where "
-                                  f"{_owner(index, paths, label_file)} needs a folder; nothing was exported")
-
-
-def _owner(index: int, paths: list[str], label_file: str | None) -> str:
-    """A file of the export, for a message: a record and its path, or the label file (``-1``)."""
-    if index < 0:
-        return f"{label_file!r}, the label file this export writes beside the images,"
-    return f"record {record_key(index)!r} at {paths[index]!r}"
-
-
-def _png(record: Any) -> bytes:
-    from PIL import Image
-
-    height, width, channels = record.header.shape
-    pixels = np.frombuffer(record.payload, dtype=np.uint8).reshape(height, width, channels)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels[:, :, 0] if channels == 1 else pixels).save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def _write_labels(location: str, paths: list[str], labels: np.ndarray, classes: list[str],

@@ -27,7 +27,7 @@ from typing import Any
 from datakit.errors import ExportError
 
 __all__ = ["MARKER", "PARTIAL_PREFIX", "ExportIdentity", "FolderState", "folder_state", "start", "finish",
-           "write_whole", "holds_exactly", "remove_partials", "reserved_name"]
+           "write_whole", "place", "holds_exactly", "remove_partials", "reserved_name"]
 
 MARKER = ".datakit-export-unfinished"
 """The file an unfinished export folder carries at its top."""
@@ -138,6 +138,27 @@ def write_whole(path: str, payload: bytes, tag: str) -> None:
     with open(partial, "wb") as stream:
         stream.write(payload)
     os.replace(partial, path)
+
+
+def place(path: str, payload: bytes, tag: str, resumed: bool) -> str:
+    """Write ``payload`` whole at ``path`` (:func:`write_whole`), keeping, when the export resumes, a file
+    there that holds it already.
+
+    Returns:
+        ``"kept"`` (resumed, and the file was whole), ``"rewritten"`` (resumed, and the file there was
+        short or different) or ``"written"``.
+
+    Raises:
+        ExportError: a fresh export finds a file there: something else writes into its folder.
+    """
+    if resumed and holds_exactly(path, payload):
+        return "kept"
+    there = os.path.lexists(path)
+    if there and not resumed:  # a fresh export into an empty folder: nothing is there
+        raise ExportError(f"{path} appeared while the export was writing; export into a folder that nothing "
+                          "else writes to")
+    write_whole(path, payload, tag)
+    return "rewritten" if there else "written"
 
 
 def holds_exactly(path: str, payload: bytes) -> bool:

@@ -5,8 +5,9 @@ and on: each sample is ``<record key>.<extension>`` (the stored file's bytes,
 its extension from its format: ``.jpg``, ``.png``, ``.webp``...; raw records
 as ``.png``) and ``<record key>.cls``, the class index as text, which is what
 WebDataset's readers decode as the label (``to_tuple("jpg", "cls")``); an
-unlabelled store's samples (label -1) have no ``.cls``. A shard
-is cut after :data:`SHARD_RECORDS` samples or :data:`SHARD_BYTES` bytes.
+unlabelled store's samples (label -1) have no ``.cls``. A field store's
+samples hold every field as a member too (:mod:`datakit.tools.export.members`).
+A shard is cut after :data:`SHARD_RECORDS` samples or :data:`SHARD_BYTES` bytes.
 The class names stay in the store (``datakit inspect``): converting the
 shards back gives the classes ``"0"``, ``"1"``, ... of the indices used.
 
@@ -26,19 +27,18 @@ import tarfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 from datakit.format.headers import sniff_header
-from datakit.format.manifest import NO_LABEL, record_key
+from datakit.format.manifest import NO_LABEL
+from datakit.format.records import record_key
 from datakit.tools.export.folder import PARTIAL_PREFIX
 
-__all__ = ["SHARD_RECORDS", "SHARD_BYTES", "ShardTally", "write_shards", "extension_of"]
+__all__ = ["SHARD_RECORDS", "SHARD_BYTES", "ShardTally", "write_shards", "sample_head", "extension_of"]
 
 SHARD_RECORDS = 10_000
 """Samples per shard at most."""
 
 SHARD_BYTES = 1 << 30
-"""Bytes of images per shard at most (a shard holds at least one sample)."""
+"""Bytes of members per shard at most (a shard holds at least one sample)."""
 
 _EXTENSIONS = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp", "TIFF": "tiff", "BMP": "bmp",
                "GIF": "gif", "PPM": "ppm"}
@@ -72,30 +72,39 @@ def extension_of(payload: bytes) -> str:
     return _EXTENSIONS.get(name, name.lower())
 
 
-def write_shards(samples: Iterable[tuple[int, bytes, str]], labels: np.ndarray, target: str, *,
+def write_shards(samples: Iterable[tuple[int, list[tuple[str, bytes]]]], total: int, target: str, *,
                  resume: bool, progress: Callable[[int, int], None] | None = None) -> ShardTally:
-    """Write ``(index, payload, extension)`` samples into shards under ``target``, in order,
-    one sample in memory at a time.
+    """Write ``(index, [(extension, bytes), ...])`` samples into shards under ``target``, in order,
+    one sample in memory at a time (``total``: how many samples there are, for ``progress``).
 
     With ``resume``, a shard already there that equals the one this export
     makes is kept (its samples count as kept); one that differs is replaced.
     """
     shards = _Shards(target, resume)
     try:
-        for index, payload, extension in samples:
-            if shards.open is not None and (shards.count >= SHARD_RECORDS
-                                            or shards.size + len(payload) > SHARD_BYTES):
+        for index, members in samples:
+            size = sum(len(data) for _, data in members)
+            full = shards.count >= SHARD_RECORDS or shards.size + size > SHARD_BYTES
+            if shards.open is not None and full:
                 shards.close()
                 if progress is not None:
-                    progress(shards.tally.written + shards.tally.kept, len(labels))
-            shards.add(index, payload, extension, int(labels[index]))
+                    progress(shards.tally.written + shards.tally.kept, total)
+            shards.add(index, members)
         if shards.open is not None:
             shards.close()
     finally:
         shards.abandon()  # a shard left half written (a corrupt record) stays a temporary file
     if progress is not None:
-        progress(shards.tally.written + shards.tally.kept, len(labels))
+        progress(shards.tally.written + shards.tally.kept, total)
     return shards.tally
+
+
+def sample_head(index: int, payload: bytes, extension: str, label: int) -> list[tuple[str, bytes]]:
+    """A sample's image member and its ``.cls`` (none for an unlabelled store's :data:`NO_LABEL`)."""
+    head = [(extension, payload)]
+    if label != NO_LABEL:  # an unlabelled store's sample is its image alone
+        head.append(("cls", str(label).encode()))
+    return head
 
 
 class _Shards:
@@ -111,18 +120,17 @@ class _Shards:
         name = f"shard-{self.tally.shards:06d}"
         return os.path.join(self.target, f"{name}.tar"), os.path.join(self.target, PARTIAL_PREFIX + name)
 
-    def add(self, index: int, payload: bytes, extension: str, label: int) -> None:
+    def add(self, index: int, members: list[tuple[str, bytes]]) -> None:
         if self.open is None:
             # open across calls, closed by close() or abandon()
             self.open = tarfile.open(self._paths()[1], "w", format=tarfile.USTAR_FORMAT)  # noqa: SIM115
             self.count = self.size = 0
         key = record_key(index)
-        _add(self.open, f"{key}.{extension}", payload)
-        if label != NO_LABEL:  # an unlabelled store's sample is its image alone
-            _add(self.open, f"{key}.cls", str(label).encode())
+        for extension, data in members:
+            _add(self.open, f"{key}.{extension}", data)
+            self.size += len(data)
+            self.tally.total_bytes += len(data)
         self.count += 1
-        self.size += len(payload)
-        self.tally.total_bytes += len(payload)
 
     def abandon(self) -> None:
         """Close the shard being written without renaming it in (resuming removes it)."""

@@ -25,14 +25,18 @@ change the labels too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from datakit.vision.randomness import SampleRandom, from_torch_generator
+from datakit.vision.targets.steps import Step
 from datakit.vision.transforms import Transform
 
-__all__ = ["SampleOp", "BatchOp", "as_image_batch"]
+__all__ = ["SampleOp", "BatchOp", "TargetSupport", "as_image_batch"]
+
+TargetSupport = Literal["kept", "moved", "unsupported"]
+"""How an operation treats a sample's boxes, masks and keypoints (:attr:`SampleOp.target_support`)."""
 
 
 def as_image_batch(images: torch.Tensor, name: str) -> torch.Tensor:
@@ -51,7 +55,28 @@ class SampleOp(Transform):
     Subclasses implement :meth:`draw` and :meth:`apply_batch`; calling the
     operation on one image (``(C, H, W)`` uint8 tensor or PIL image) draws from
     torch's global generator and applies, as torchvision's transforms do.
+
+    Attributes:
+        target_support: how the operation treats a sample's boxes, masks and
+            keypoints when the pipeline is given whole samples (``transforms=``):
+            ``"kept"``, its pixels stay where they were (colour, blur, erasing)
+            and so do the targets; ``"moved"``, it is geometric and
+            :meth:`target_steps` says how each sample's draw moves them;
+            ``"unsupported"`` (the default), it is geometric and does not move
+            them yet, so a pipeline whose samples have targets refuses it.
     """
+
+    target_support: TargetSupport = "unsupported"
+
+    def target_steps(self, params: Any, height: int, width: int) -> tuple[Step, ...]:
+        """The geometric steps (:mod:`datakit.vision.targets.steps`) a sample's drawn ``params`` apply to
+        a ``height`` x ``width`` image, for ``target_support == "moved"``; none for a None draw.
+
+        This is how a geometric operation moves boxes, masks and keypoints:
+        the dataset moves each sample's targets through these steps with the
+        same draw its pixels got (an affine warp adds an ``Affine`` step).
+        """
+        return ()
 
     def draw(self, rand: SampleRandom, height: int, width: int) -> Any:
         """One sample's parameters for an image of ``height`` x ``width``, drawn from ``rand``.

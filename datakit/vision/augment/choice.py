@@ -25,9 +25,10 @@ from typing import Any
 
 import torch
 
-from datakit.vision.augment.base import BatchOp, SampleOp, as_image_batch
+from datakit.vision.augment.base import BatchOp, SampleOp, TargetSupport, as_image_batch
 from datakit.vision.augment.rows import apply_to_rows
 from datakit.vision.randomness import SampleRandom, from_torch_generator
+from datakit.vision.targets.steps import Step
 from datakit.vision.transforms import Transform
 
 __all__ = ["RandomChoice", "SampleOpChoice", "BatchOpChoice"]
@@ -95,6 +96,13 @@ class SampleOpChoice(RandomChoice, SampleOp):
 
     transforms: Sequence[SampleOp]
 
+    def __init__(self, transforms: Sequence[Callable[..., Any]], p: Sequence[float] | None = None) -> None:
+        super().__init__(transforms, p)
+        supports = {transform.target_support for transform in self.transforms}
+        support: TargetSupport = "unsupported" if "unsupported" in supports else \
+            "moved" if "moved" in supports else "kept"
+        self.target_support = support
+
     def draw(self, rand: SampleRandom, height: int, width: int) -> tuple[int, Any] | None:
         index = self.pick(rand)
         params = self.transforms[index].draw(rand, height, width)
@@ -109,6 +117,9 @@ class SampleOpChoice(RandomChoice, SampleOp):
             images = apply_to_rows(images, rows, functools.partial(
                 _apply_picked, transform, [params[row][1] for row in rows]))
         return images
+
+    def target_steps(self, params: Any, height: int, width: int) -> tuple[Step, ...]:
+        return () if params is None else self.transforms[params[0]].target_steps(params[1], height, width)
 
     def __call__(self, image: Any) -> torch.Tensor:
         return SampleOp.__call__(self, image)

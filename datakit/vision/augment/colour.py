@@ -5,9 +5,8 @@ validation (the same exception types) and repr. :meth:`draw` draws one
 sample's parameters with torchvision's distributions (``p`` fires when a
 uniform draw is below it, factors are uniform over their range, ColorJitter's
 order is a uniform permutation of its four adjustments); :meth:`apply_batch`
-applies them with :mod:`datakit.vision.kernels.colour`, on the samples that
-drew a change, so the pixels equal torchvision's tensor path per sample
-(within one grey level, exact except for GaussianBlur; see that module).
+applies them with :mod:`datakit.vision.kernels.colour` to the samples that
+drew a change: torchvision's tensor path, GaussianBlur within one grey level.
 
 torchvision's ``Grayscale`` is left out: its default of one output channel
 changes the shape of a batch's slot; ``RandomGrayscale`` keeps the channels.
@@ -149,6 +148,8 @@ class ColorJitter(SampleOp):
     they drew at that position (a few kernel calls per stage).
     """
 
+    target_support = "kept"
+
     def __init__(self, brightness: Range = None, contrast: Range = None, saturation: Range = None,
                  hue: Range = None) -> None:
         self.brightness = _jitter_range(brightness, "brightness")
@@ -187,6 +188,8 @@ class ColorJitter(SampleOp):
 
 class _RandomApply(SampleOp):
     """An operation applied with probability ``p``, with no other randomness."""
+
+    target_support = "kept"
 
     def __init__(self, p: float) -> None:
         self.p = _check_probability(p)
@@ -376,6 +379,8 @@ class GaussianBlur(SampleOp):
     Borders are reflected. The pixels are within one grey level of torchvision's
     (the blur is separable; see :func:`datakit.vision.kernels.colour.gaussian_blur`).
     """
+
+    target_support = "kept"
 
     def __init__(self, kernel_size: int | Sequence[int], sigma: float | Sequence[float] = (0.1, 2.0)) -> None:
         self.kernel_size = _kernel_size(kernel_size)

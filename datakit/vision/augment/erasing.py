@@ -74,6 +74,8 @@ class RandomErasing(SampleOp):
             written in place).
     """
 
+    target_support = "kept"  # as torchvision's, which passes boxes, masks and keypoints through
+
     def __init__(self, p: float = 0.5, scale: Sequence[float] = (0.02, 0.33),
                  ratio: Sequence[float] = (0.3, 3.3), value: Any = 0.0, inplace: bool = False) -> None:
         if not 0.0 <= p <= 1.0:

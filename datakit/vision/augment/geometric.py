@@ -27,6 +27,7 @@ from datakit.vision.augment.base import SampleOp, as_image_batch
 from datakit.vision.augment.rows import apply_to_rows
 from datakit.vision.kernels import affine as kernels
 from datakit.vision.randomness import SampleRandom
+from datakit.vision.targets.steps import Step, VerticalFlip
 
 __all__ = ["RandomVerticalFlip", "RandomRotation", "RandomAffine", "AffineParams"]
 
@@ -101,8 +102,13 @@ class RandomVerticalFlip(SampleOp):
             raise ValueError(f"`p` should be a floating point value in the interval [0.0, 1.0], got {p}.")
         self.p = float(p)
 
+    target_support = "moved"
+
     def draw(self, rand: SampleRandom, height: int, width: int) -> bool | None:
         return True if rand.random() < self.p else None
+
+    def target_steps(self, params: Any, height: int, width: int) -> tuple[Step, ...]:
+        return (VerticalFlip(),) if params else ()
 
     def apply_batch(self, images: torch.Tensor, params: Sequence[Any]) -> torch.Tensor:
         images = _checked(images, params, "RandomVerticalFlip")

@@ -1,4 +1,4 @@
-"""Inspecting a store: a summary, a full verification, a preview sheet.
+"""``datakit.inspect``: a store's summary, with its verification and preview sheet when asked for.
 
 ``inspect()`` returns plain data (what ``datakit inspect --json`` prints), so
 scripts and the CLI see the same thing. An incomplete store is summarised
@@ -8,40 +8,32 @@ interrupted conversion get?" is exactly what one asks of it.
 
 from __future__ import annotations
 
-import math
 import os
-from collections import deque
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
-from PIL import Image, ImageDraw
 
 from datakit.conversion.sources.foreign.summary import foreign_summary
 from datakit.errors import (
     CorruptStoreError,
-    DatakitError,
     IncompleteStoreError,
     StoreError,
     StoreReplacedError,
 )
-from datakit.format.decoding import record_to_array, record_to_pil
-from datakit.format.manifest import Manifest, Stats, check_record, record_key
-from datakit.format.records import decode_record
+from datakit.format.fields.schema import Schema
+from datakit.format.manifest import Manifest
+from datakit.format.stats import Stats
 from datakit.stores import given_options, resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 from datakit.stores.conversion_state import UnfinishedAppend
 from datakit.stores.refusals import incomplete_message
+from datakit.tools.inspect.field_stats import field_summaries
+from datakit.tools.inspect.preview import PREVIEW_FORMATS, draw_preview, preview_format
+from datakit.tools.inspect.verification import verify_records
 
 __all__ = ["inspect", "split_rows", "verify_records", "draw_preview", "preview_format", "PREVIEW_FORMATS",
            "LABEL_WORDS"]
 
-_THUMB = 96
 _SPLIT_WINDOW = 65536
-_CAPTION = 14
-
-PREVIEW_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
-"""The preview sheet's format, by the extension of its file name (case does not matter)."""
 
 LABEL_WORDS = {"single": "single-label", "multi": "multi-label", "none": "none (unlabelled store)"}
 """A store's ``label_kind`` in words, as ``datakit inspect`` shows it (and ``--json``'s ``labels``)."""
@@ -63,9 +55,11 @@ def inspect(
     Args:
         store: a path (LMDB), a ``mongodb://`` URI, or a store spec.
         collection, database: MongoDB only; they do not apply to a spec.
-        verify: check every record's checksum and decode every image. The
+        verify: check every record's checksum and decode every image, and in a
+            field store every field (:mod:`datakit.tools.inspect.verification`). The
             result's ``verify`` entry lists each bad record's key and reason.
-        preview: write a grid of labelled thumbnails to this path, in the
+        preview: write a grid of labelled thumbnails (in a field store, with
+            their boxes, masks, keypoints and caption words) to this path, in the
             format its extension names (:data:`PREVIEW_FORMATS`: ``.png``,
             ``.jpg``/``.jpeg``, ``.webp``).
         preview_count: how many samples the preview shows, spread over classes.
@@ -106,7 +100,11 @@ def inspect(
         yet, and the commands that ``finish`` it or ``discard`` it; the store
         stays readable as it was), ``being_written`` (a conversion is writing the
         store now) and ``writer`` (its ``"pid N on HOST"``, else ``None``),
-        plus ``problem`` for an incomplete store and ``verify`` and
+        ``schema`` (the samples' fields, as the manifest lists them: ``[{"name", "type", ...}]``; an
+        image and a label for a classification store) and ``fields`` (each field's figures but the
+        image's and the label's, by name: ``type``, ``values``, ``null``, and by type: boxes per image
+        and sizes, categories with counts, caption lengths, mask coverage, keypoints, a number's range;
+        :mod:`datakit.tools.inspect.field_stats`), plus ``problem`` for an incomplete store and ``verify`` and
         ``preview`` when asked for. A store datakit did not write, in a layout
         ``datakit convert`` imports (the pickle recipe's LMDB or MongoDB
         layout, an LMDB of encoded images), gives ``backend``, ``path``,
@@ -178,6 +176,7 @@ def _unfinished_fields(spec: StoreSpec, unfinished: UnfinishedAppend) -> dict[st
 def _summarise(spec: StoreSpec, manifest: Manifest) -> dict[str, Any]:
     summary = spec.summary_fields()
     summary.update(_stats_fields(manifest.classes, manifest.stats))
+    summary.update(_schema_fields(manifest.sample_fields, manifest.stats))
     summary.update(
         payload_kind=manifest.payload_kind,
         format_version=manifest.format_version,
@@ -226,6 +225,10 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
         message = incomplete_message(spec, state.settings.source, running)
     summary = spec.summary_fields()
     summary.update(_stats_fields(state.settings.classes, state.stats))
+    settings = state.settings
+    schema = Schema.from_json(settings.schema) if settings.schema else \
+        Schema.classification(settings.label_kind != "none")
+    summary.update(_schema_fields(schema, state.stats))
     summary.update(payload_kind=state.settings.payload_kind, format_version=None, complete=False,
                    skipped=None, created=None, store_id=None, source=state.settings.source, source_kind=None,
                    datakit_version=None,
@@ -236,6 +239,12 @@ def _summarise_incomplete(spec: StoreSpec, message: str) -> dict[str, Any]:
                    being_written=running is not None,
                    writer=running.describe() if running is not None else None, problem=message)
     return summary
+
+
+def _schema_fields(schema: Schema, stats: Stats) -> dict[str, Any]:
+    """The store's ``schema`` (as the manifest keeps it) and each field's figures
+    (:func:`~datakit.tools.inspect.field_stats.field_summaries`; none in a classification store)."""
+    return {"schema": schema.to_json(), "fields": field_summaries(schema, stats.fields, stats.length)}
 
 
 def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
@@ -252,98 +261,3 @@ def _stats_fields(classes: list[str], stats: Stats) -> dict[str, Any]:
         "high_bit_depth": stats.high_bit_depth,
         "downscaled": stats.downscaled,
     }
-
-
-def verify_records(reader: StoreReader,
-                   progress: Callable[[int, int], None] | None = None) -> list[dict[str, str]]:
-    """Check every record: present, checksum, what its header says (label, size: as reads check
-    it, :func:`datakit.format.manifest.check_record`), and a full image decode.
-
-    ``progress(done, total)`` is called before the first record and after each one.
-
-    Returns:
-        One ``{"key", "reason"}`` dict per bad record; empty when all is well.
-    """
-    manifest = reader.manifest
-    labels = reader.labels()
-    bad: list[dict[str, str]] = []
-    expected = 0
-    report = progress or _ignore
-    report(0, manifest.length)
-    for index, data in reader.iter_records():
-        while expected < index:  # a gap: records that should be there are not
-            bad.append({"key": record_key(expected), "reason": "missing"})
-            expected += 1
-        expected = index + 1
-        key = record_key(index)
-        try:
-            record = decode_record(data, key)
-            check_record(record, key, index, manifest, labels)
-            record_to_array(record)
-        except Exception as exc:  # every failure is a finding, not a crash
-            bad.append({"key": key, "reason": getattr(exc, "reason", None) or str(exc)})
-        report(min(expected, manifest.length), manifest.length)
-    bad.extend({"key": record_key(index), "reason": "missing"} for index in range(expected, manifest.length))
-    report(manifest.length, manifest.length)
-    return bad
-
-
-def _ignore(done: int, total: int) -> None:
-    """The progress callback when nobody asked for one."""
-
-
-def preview_format(path: str | os.PathLike[str]) -> str:
-    """The Pillow format a preview sheet at ``path`` is written in, named by its extension.
-
-    Raises:
-        ValueError: the extension is none of :data:`PREVIEW_FORMATS`.
-    """
-    extension = os.path.splitext(os.fspath(path))[1].lower()
-    if extension not in PREVIEW_FORMATS:
-        names = ", ".join(list(PREVIEW_FORMATS)[:-1]) + f" or {list(PREVIEW_FORMATS)[-1]}"
-        raise ValueError(f"preview={os.fspath(path)!r}: the file name must end in {names}, the format the "
-                         "sheet is written in")
-    return PREVIEW_FORMATS[extension]
-
-
-def draw_preview(reader: StoreReader, path: str, count: int) -> None:
-    """Write a grid of thumbnails, each captioned with its class and key, in the format that
-    ``path``'s extension names (:func:`preview_format`)."""
-    image_format = preview_format(path)
-    labels = reader.labels()  # validated against the classes when read
-    indices = _spread_over_classes(labels, count)
-    if not indices:
-        raise DatakitError(f"{reader.spec.describe()} holds no record to preview")
-    columns = max(1, math.ceil(math.sqrt(len(indices))))
-    rows = math.ceil(len(indices) / columns)
-    sheet = Image.new("RGB", (columns * _THUMB, rows * (_THUMB + _CAPTION)), "white")
-    draw = ImageDraw.Draw(sheet)
-    classes = reader.manifest.classes
-    for slot, (index, data) in enumerate(zip(indices, reader.get_many(indices), strict=True)):
-        key = record_key(index)
-        x, y = (slot % columns) * _THUMB, (slot // columns) * (_THUMB + _CAPTION)
-        caption = f"bad #{index}"
-        try:
-            record = decode_record(data, key)
-            caption = f"{classes[labels[index]]} #{index}" if classes else f"#{index}"
-            thumb = record_to_pil(record)
-            thumb.thumbnail((_THUMB - 4, _THUMB - 4))
-            sheet.paste(thumb, (x + (_THUMB - thumb.width) // 2, y + (_THUMB - thumb.height) // 2))
-        except Exception:  # a broken record still gets its slot, marked; --verify says what is wrong
-            draw.line((x, y, x + _THUMB, y + _THUMB), fill="red", width=3)
-        draw.text((x + 3, y + _THUMB), caption[:16], fill="black")
-    sheet.save(path, format=image_format)
-
-
-def _spread_over_classes(labels: np.ndarray, count: int) -> list[int]:
-    """Up to ``count`` indices, taking the first samples of each class in turn."""
-    order = np.argsort(labels, kind="stable")
-    present, starts = np.unique(labels[order], return_index=True)
-    ends = [*starts[1:], len(order)]
-    queues = [deque(order[start:end][:count].tolist()) for start, end in zip(starts, ends, strict=True)]
-    chosen: list[int] = []
-    while len(chosen) < count and any(queues):
-        for queue in queues:
-            if queue and len(chosen) < count:
-                chosen.append(queue.popleft())
-    return sorted(chosen)
