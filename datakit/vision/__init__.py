@@ -71,6 +71,9 @@ _EXPORTS: dict[str, str] = {
     "RandomResizedCrop": "datakit.vision.transforms",
     "Resize": "datakit.vision.transforms",
     "Transform": "datakit.vision.transforms",
+    "SanitizeBoundingBoxes": "datakit.vision.augment.box_edits",
+    "ClampBoundingBoxes": "datakit.vision.augment.box_edits",
+    "ConvertBoundingBoxFormat": "datakit.vision.augment.box_edits",
 }
 
 __all__ = [
@@ -115,11 +118,19 @@ __all__ = [
     "TrivialAugmentWide",
     "compile_recipe",
     "compile_transform",
+    "SanitizeBoundingBoxes",
+    "ClampBoundingBoxes",
+    "ConvertBoundingBoxFormat",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.vision.augment.augmix import AugMix
     from datakit.vision.augment.base import BatchOp, SampleOp
+    from datakit.vision.augment.box_edits import (
+        ClampBoundingBoxes,
+        ConvertBoundingBoxFormat,
+        SanitizeBoundingBoxes,
+    )
     from datakit.vision.augment.choice import RandomChoice
     from datakit.vision.augment.colour import (
         ColorJitter,

@@ -245,10 +245,13 @@ class TargetSample:
     def boxes_key(self) -> str | None:
         """The key of the sample's boxes (the first ``BoundingBoxes``, or plain boxes the layout names),
         None when it has none."""
-        for key, value in (self._fields or {}).items():
-            if tv_kind(value) == "boxes" or (key in self.formats and isinstance(value, torch.Tensor)):
-                return key
-        return None
+        keys = self.boxes_keys()
+        return keys[0] if keys else None
+
+    def boxes_keys(self) -> list[str]:
+        """The keys of every boxes entry of the sample (``BoundingBoxes``, or plain ones the layout names)."""
+        return [key for key, value in (self._fields or {}).items()
+                if tv_kind(value) == "boxes" or (key in self.formats and isinstance(value, torch.Tensor))]
 
     def boxes(self, key: str) -> tuple[torch.Tensor, str, str | None]:
         """The boxes under ``key``: a plain tensor, their format and their clamping mode."""
@@ -271,18 +274,28 @@ class TargetSample:
         new_format = value.format if format is None else type(value.format)[check_format(format)]
         self._fields[key] = type(value)(coords, format=new_format, canvas_size=value.canvas_size, **extra)
 
-    def per_box_keys(self, key: str) -> list[str]:
+    def per_box_keys(self, key: str, labels: bool = True) -> list[str]:
         """The keys dropping a box of ``key`` drops beside it: the layout's per-box entries, or where it
         names none, torchvision's labels (the ``labels`` key, else one whose name holds ``label``);
-        and every instance ``Mask`` with one plane per box."""
+        and every instance ``Mask`` with one plane per box. ``labels=False``: the masks only.
+
+        Raises:
+            TransformError: the layout names no per-box entries and no key looks like labels (as
+                torchvision's default ``labels_getter`` raises).
+        """
         assert self._fields is not None
         count = int(self._fields[key].shape[0])
-        keys = [name for name in self.layout.per_box if name in self._fields and name != key]
-        if not self.layout.per_box:
+        keys = [name for name in self.layout.per_box if name in self._fields and name != key
+                and (labels or name in self.layout.masks)]
+        if labels and not self.layout.per_box:
             names = [name for name in self._fields if isinstance(name, str)]
             label = next((name for name in names if name.lower() == "labels"), None) or \
                 next((name for name in names if "label" in name.lower()), None)
-            keys += [label] if label is not None else []
+            if label is None:
+                raise TransformError(f"no labels beside the boxes {key!r} (no key named like 'labels' among "
+                                     f"{', '.join(map(repr, names))}): pass labels_getter=None, a key or a "
+                                     "callable")
+            keys.append(label)
         for name, value in self._fields.items():
             if name not in keys and name != key and _instance_masks(value, count):
                 keys.append(name)
