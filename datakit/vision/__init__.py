@@ -74,6 +74,9 @@ _EXPORTS: dict[str, str] = {
     "SanitizeBoundingBoxes": "datakit.vision.augment.box_edits",
     "ClampBoundingBoxes": "datakit.vision.augment.box_edits",
     "ConvertBoundingBoxFormat": "datakit.vision.augment.box_edits",
+    "RandomShortestSize": "datakit.vision.random_resize",
+    "ScaleJitter": "datakit.vision.random_resize",
+    "RandomResize": "datakit.vision.random_resize",
 }
 
 __all__ = [
@@ -121,6 +124,9 @@ __all__ = [
     "SanitizeBoundingBoxes",
     "ClampBoundingBoxes",
     "ConvertBoundingBoxFormat",
+    "RandomShortestSize",
+    "ScaleJitter",
+    "RandomResize",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
@@ -156,6 +162,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.vision.fused_decode.decoder import FusedDecoder
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
     from datakit.vision.random_crop import RandomCrop
+    from datakit.vision.random_resize import RandomResize, RandomShortestSize, ScaleJitter
     from datakit.vision.recipe import Recipe, compile_recipe
     from datakit.vision.transforms import (
         CenterCrop,

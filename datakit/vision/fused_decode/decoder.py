@@ -179,7 +179,7 @@ class FusedDecoder:
         return resampling(as_chw(region), height, width, scales=scales), steps
 
     def _resize_then_crop(self, source: Source, resize: ResizeOp, random: SampleRandom) -> Placed:
-        new_width, new_height = resize.output_size(source.width, source.height)
+        new_width, new_height = resize.drawn_size(source.width, source.height, random)
         steps: tuple[Step, ...] = (Resize(new_height, new_width, _mask_mode(resize.resampling)),)
         box, fill = Box(0, 0, new_height, new_width), None
         center, random_crop = self.plan.center, self.plan.random_crop

@@ -1,7 +1,9 @@
 """Which leading operations of a ``datakit.vision`` pipeline run inside decoding, and in which order.
 
 The fused decoder runs them in one order: a crop or resize, a flip,
-``Normalize``. The fused forms are ``RandomResizedCrop``; ``Resize``, optionally followed by
+``Normalize``. The fused forms are ``RandomResizedCrop``; ``Resize`` (or one of
+the random resizes that subclass it, :mod:`datakit.vision.random_resize`,
+whose size is drawn per sample), optionally followed by
 ``CenterCrop`` or ``RandomCrop``; ``CenterCrop`` or ``RandomCrop`` alone;
 each optionally followed by ``RandomHorizontalFlip``, then ``Normalize``
 (which the dataset or the loader applies per batch). Anything else ends the
