@@ -77,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "RandomShortestSize": "datakit.vision.random_resize",
     "ScaleJitter": "datakit.vision.random_resize",
     "RandomResize": "datakit.vision.random_resize",
+    "FixedSizeCrop": "datakit.vision.fixed_size_crop",
 }
 
 __all__ = [
@@ -127,6 +128,7 @@ __all__ = [
     "RandomShortestSize",
     "ScaleJitter",
     "RandomResize",
+    "FixedSizeCrop",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
@@ -159,6 +161,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TrivialAugmentWide,
     )
     from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
+    from datakit.vision.fixed_size_crop import FixedSizeCrop
     from datakit.vision.fused_decode.decoder import FusedDecoder
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
     from datakit.vision.random_crop import RandomCrop
