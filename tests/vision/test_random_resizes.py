@@ -128,6 +128,14 @@ def pipelines(tv: Any) -> dict[str, Any]:
         "segmentation": T.Compose([T.RandomResize(30, 90),
                                    T.RandomCrop(48, pad_if_needed=True, fill=mask_fill(tv)),
                                    T.RandomHorizontalFlip()]),
+        # the segmentation reference's own order: the flip drawn before the crop, the crop drawn in the
+        # flipped image (fused: the mirrored box is decoded and mirrored)
+        "segmentation_reference_order": T.Compose([T.RandomResize(30, 90), T.RandomHorizontalFlip(),
+                                                   T.RandomCrop(48, pad_if_needed=True, fill=mask_fill(tv))]),
+        "flip_then_centre_crop": T.Compose([T.Resize(61), T.RandomHorizontalFlip(p=1.0), T.CenterCrop(40)]),
+        "flip_then_padded_crop": T.Compose([T.RandomHorizontalFlip(),
+                                            T.RandomCrop(40, padding=[1, 2, 3, 4], pad_if_needed=True,
+                                                         fill=mask_fill(tv))]),
     }
 
 
@@ -136,10 +144,11 @@ def reference(tv: Any, pipeline: Any, sample: dict[str, Any], index: int) -> dic
     size, the crop, the flip."""
     F = tv.transforms.v2.functional
     rand = SampleRandom(mix_seed(epoch_seed(), index))
-    resize, *rest = pipeline.transforms
-    height, width = sample["image"].shape[-2:]
-    new_width, new_height = resize.drawn_size(width, height, rand)
-    sample = each(tv, sample, lambda v: F.resize(v, [new_height, new_width]))
+    rest = list(pipeline.transforms)
+    new_height, new_width = sample["image"].shape[-2:]
+    if isinstance(rest[0], T.Resize):
+        new_width, new_height = rest.pop(0).drawn_size(new_width, new_height, rand)
+        sample = each(tv, sample, lambda v: F.resize(v, [new_height, new_width]))
     for op in rest:
         if isinstance(op, T.RandomCrop):
             draw = op.draw(new_width, new_height, rand)
@@ -148,12 +157,15 @@ def reference(tv: Any, pipeline: Any, sample: dict[str, Any], index: int) -> dic
                     v, list(d.padding), fill=op.mask_fill if isinstance(v, tv.tv_tensors.Mask) else 0))
             if draw.crops:
                 sample = each(tv, sample, lambda v, d=draw: F.crop(v, d.top, d.left, d.height, d.width))
+        elif isinstance(op, T.CenterCrop):
+            sample = each(tv, sample, lambda v, op=op: F.center_crop(v, list(op.size)))
         elif isinstance(op, T.RandomHorizontalFlip) and rand.random() < op.p:
             sample = each(tv, sample, F.horizontal_flip)
     return sample
 
 
-@pytest.mark.parametrize("name", ["multiscale", "jitter", "segmentation"])
+@pytest.mark.parametrize("name", ["multiscale", "jitter", "segmentation", "segmentation_reference_order",
+                                  "flip_then_centre_crop", "flip_then_padded_crop"])
 def test_every_target_moves_as_torchvision_moves_it(tv, store, name):
     pipeline = pipelines(tv)[name]
     plain = datakit.LMDBDataset(store, output="tensor")
@@ -166,7 +178,7 @@ def test_every_target_moves_as_torchvision_moves_it(tv, store, name):
                 ours = moved[index]
                 assert_like(tv, ours, theirs, index)
                 sizes.add(tuple(ours["image"].shape))
-    if name != "segmentation":  # its crop makes one size
+    if name in ("multiscale", "jitter"):  # the others crop to one size
         assert len(sizes) > COUNT  # the sizes were drawn: not one per image
 
 
