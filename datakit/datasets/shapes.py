@@ -22,6 +22,7 @@ from datakit.datasets.fields import FieldDecoder, ImageDecoder, LazyMasks
 from datakit.format.fields.base import FieldSpec
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record
+from datakit.vision.fused_decode.plan import fused_only
 from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout
 
@@ -166,6 +167,8 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
         raise ValueError(f"{names} mixes batches of (images, labels); with transforms= a datakit.vision "
                          "pipeline gets whole samples: leave the mixing out, or give the pipeline as "
                          "transform= on a classification store")
+    if whole and fused is not None:
+        _check_fused_prefix(fused)
     if shapes is None:
         return
     if target_transform is not None and shapes.detection is None:
@@ -189,3 +192,17 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
             raise ValueError(f"{step.op!r} moves the pixels but does not move {', '.join(annotated)} yet: "
                              "it cannot run on these samples (the fused crops, resizes and flips, "
                              "RandomVerticalFlip and the colour operations can)")
+
+
+def _check_fused_prefix(fused: FusedPipeline) -> None:
+    """Refuse a crop, resize or flip placed after the fused prefix ended: given whole samples, it could
+    only be called on the dict or pair, which it does not take."""
+    steps = (*fused.recipe.pixel_steps, *fused.recipe.float_steps)
+    for position, step in enumerate(steps):
+        if fused_only(step.op):
+            fused_ops = fused.plan.operations()
+            after = f"after {steps[position - 1].op!r}" if position else \
+                f"after {fused_ops[-1]}" if fused_ops else "there"
+            raise ValueError(f"{step.op!r} runs inside decoding only, among the leading crops, resizes and "
+                             f"flips, and cannot come {after} with transforms=: move it before that "
+                             "operation (the fused forms: docs/vision.md)")

@@ -150,3 +150,17 @@ def test_called_on_an_image():
     assert out.shape == (3, 64, 64) and (out[:, 50:] == 7).all()
     left = int(torch.nonzero((image[0, 0] == out[0, 0, 0]) & (image[1, 0] == out[1, 0, 0]))[0])
     assert torch.equal(out[:, :50], image[:, :, left:left + 64])
+
+
+def test_a_crop_after_the_fused_prefix_is_refused_naming_it(store):
+    """Given whole samples, a crop, resize or flip placed after an operation that is not fused could only
+    be called on the dict (a bare TypeError from inside the loader before): refused when the dataset is
+    made, naming it and what it follows."""
+    late = T.Compose([T.ScaleJitter((64, 64)), T.ClampBoundingBoxes(), T.FixedSizeCrop(32)])
+    with pytest.raises(ValueError, match=r"FixedSizeCrop\(size=\(32, 32\)\) runs inside decoding only.*after "
+                                         r"ClampBoundingBoxes"):
+        datakit.LMDBDataset(store, transforms=late)
+    with pytest.raises(ValueError, match=r"Resize\(size=20\) runs inside decoding only.*after RandomCrop"):
+        datakit.LMDBDataset(store, transforms=T.Compose([T.RandomCrop(16), T.Resize(20)]))
+    datakit.LMDBDataset(store, transform=T.Compose([T.RandomCrop(16), T.Resize(20)]),
+                        fields=["image", "image_id"])  # the image alone: the later resize runs on it

@@ -26,7 +26,7 @@ from datakit.vision.transforms import (
     Transform,
 )
 
-__all__ = ["FusedPlan", "compile_transform"]
+__all__ = ["FusedPlan", "compile_transform", "fused_only"]
 
 
 @dataclass(frozen=True)
@@ -136,3 +136,10 @@ def _role(step: object, found: dict[str, object]) -> tuple[str, str | None]:
     elif role == "normalize" and len(getattr(step, "mean", ())) != 3:
         why = "the fused pipelines make RGB images: Normalize needs three means and stds"
     return role, why
+
+
+def fused_only(op: object) -> bool:
+    """Whether ``op`` runs only inside decoding (a crop, resize or flip of the fused prefix): called on a
+    whole sample (a dict, an ``(image, target)`` pair) it would fail, so outside the prefix a pipeline
+    given whole samples refuses it."""
+    return isinstance(op, tuple(_ROLES)) and not isinstance(op, Normalize)
