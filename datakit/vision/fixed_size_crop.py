@@ -12,7 +12,10 @@ datakit follows the v2 prototype's ``make_params`` and ``transform``:
   as torchvision's; on a field store also the boxes' extras and keypoints,
   as ``SanitizeBoundingBoxes`` does here);
 - a side shorter than the crop is padded at its end (bottom, right) with
-  ``fill`` (a number, one per channel, or a dict by type as ``RandomCrop``'s).
+  ``fill``: a number or one per channel (the ``lsj`` preset's ``fill=mean``)
+  fills the image, and masks get 0, as the references pad them; a dict by
+  type as ``RandomCrop``'s (``{tv_tensors.Mask: 0, "others": 105}``, or the
+  v2 preset's ``defaultdict(lambda: mean, {tv_tensors.Mask: 0})``).
 
 The crop's box is known from the image's size and the draw alone, so it is
 fused into decoding after a ``Resize``/``ScaleJitter`` (the ``lsj`` recipe,
@@ -23,7 +26,8 @@ padding is filled, never materialised.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,13 +64,17 @@ class FixedSizeCrop(RandomCrop):
 
     Args:
         size: ``(height, width)``, or an int for a square.
-        fill: the padding's value: a number, one per channel, or a dict by
-            torchvision type (``{tv_tensors.Mask: 0, "others": 105}``).
+        fill: the image's padding: a number or one per channel (masks get
+            0); or a dict by torchvision type, a ``defaultdict`` among them.
         padding_mode: ``"constant"`` only.
     """
 
     def __init__(self, size: int | Sequence[int], fill: Any = 0, padding_mode: str = "constant") -> None:
+        if isinstance(fill, defaultdict) and fill.default_factory is not None:
+            fill = {"others": fill.default_factory(), **fill}  # v2 preset: defaultdict(lambda: mean, ...)
         super().__init__(size, fill=fill, padding_mode=padding_mode)
+        if not isinstance(fill, Mapping):
+            self.mask_fill = 0.0  # the references pad masks with 0, whatever the image's fill
         self.crop_height, self.crop_width = self.size
 
     def draw_unit(self, random: SampleRandom) -> Any:

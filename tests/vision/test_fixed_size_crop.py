@@ -164,3 +164,22 @@ def test_a_crop_after_the_fused_prefix_is_refused_naming_it(store):
         datakit.LMDBDataset(store, transforms=T.Compose([T.RandomCrop(16), T.Resize(20)]))
     datakit.LMDBDataset(store, transform=T.Compose([T.RandomCrop(16), T.Resize(20)]),
                         fields=["image", "image_id"])  # the image alone: the later resize runs on it
+
+
+def test_the_presets_fills_pad_the_image_and_masks_get_zero(tv, store):
+    """The lsj preset's ``fill=mean`` (one value per channel; the references pad masks with 0) and the v2
+    preset's ``defaultdict(lambda: mean, {Mask: 0})`` give the same samples."""
+    from collections import defaultdict
+
+    mean = (123.0, 117.0, 104.0)
+    samples = []
+    for fill in (mean, defaultdict(lambda: mean, {tv.tv_tensors.Mask: 0})):
+        pipeline = T.Compose([T.ScaleJitter((64, 64), scale_range=(0.3, 0.6)),
+                              T.FixedSizeCrop(64, fill=fill)])
+        with epoch_seed_set(4, 0):
+            samples.append(datakit.LMDBDataset(store, transforms=pipeline)[0])  # 640 x 480: padded
+    for sample in samples:
+        assert (sample["image"][:, -1] == torch.tensor([123, 117, 104])[:, None]).all()
+        assert (sample["masks"][:, -1] == 0).all() and (sample["segmentation"][-1] == 0).all()
+    for key in ("image", "boxes", "masks", "segmentation"):
+        assert torch.equal(samples[0][key], samples[1][key])
