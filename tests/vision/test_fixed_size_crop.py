@@ -124,23 +124,34 @@ def test_lsj_moves_every_target_as_the_prototype_and_is_one_fused_decode(tv, sto
     assert dropped > 0 and padded > 0  # boxes were cropped away, small images were padded
 
 
-def test_the_same_samples_with_0_and_2_workers(tv, store):
-    def epoch(workers: int) -> list[Any]:
-        pipeline = T.Compose([T.ScaleJitter((80, 80)), T.FixedSizeCrop(64), T.RandomHorizontalFlip()])
+def test_the_same_samples_with_0_and_2_workers_and_after_a_resume(tv, store):
+    def loader(workers: int, seed: int = 6) -> datakit.DataLoader:
+        pipeline = T.Compose([T.ScaleJitter((80, 80)), T.FixedSizeCrop(64), T.RandomHorizontalFlip(),
+                              T.SanitizeBoundingBoxes()])
         dataset = datakit.LMDBDataset(store, target_format="torchvision-detection", target_keys="all",
                                       transforms=pipeline)
-        loader = datakit.DataLoader(dataset, batch_size=4, shuffle=True, num_workers=workers,
-                                    generator=torch.Generator().manual_seed(6),
-                                    collate_fn=datakit.detection_collate)
-        return [sample for batch in loader for sample in zip(*batch, strict=True)]
+        return datakit.DataLoader(dataset, batch_size=3, shuffle=True, num_workers=workers,
+                                  generator=torch.Generator().manual_seed(seed),
+                                  collate_fn=datakit.detection_collate)
 
-    alone, parallel = epoch(0), epoch(2)
+    def epoch(batches: Any) -> list[Any]:
+        return [sample for batch in batches for sample in zip(*batch, strict=True)]
+
+    alone, parallel = epoch(loader(0)), epoch(loader(2))
+    interrupted = loader(2)
+    for batch in interrupted:  # one batch, then the state mid-epoch
+        seen, state = epoch([batch]), interrupted.state_dict()
+        break
+    resumed = loader(1, seed=99)
+    resumed.load_state_dict(state)
     assert len(alone) == len(parallel) == COUNT
     for (image_a, target_a), (image_b, target_b) in zip(alone, parallel, strict=True):
         assert image_a.shape == (3, 64, 64) and torch.equal(image_a, image_b)
         for key in ("boxes", "labels", "masks"):
             assert torch.equal(target_a[key], target_b[key])
         assert len(target_a["iscrowd"]) == len(target_a["boxes"]) == len(target_a["masks"])
+    for (image_a, target_a), (image_b, target_b) in zip(alone, seen + epoch(resumed), strict=True):
+        assert torch.equal(image_a, image_b) and torch.equal(target_a["boxes"], target_b["boxes"])
 
 
 def test_called_on_an_image():
