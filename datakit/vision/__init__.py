@@ -71,6 +71,13 @@ _EXPORTS: dict[str, str] = {
     "RandomResizedCrop": "datakit.vision.transforms",
     "Resize": "datakit.vision.transforms",
     "Transform": "datakit.vision.transforms",
+    "SanitizeBoundingBoxes": "datakit.vision.augment.box_edits",
+    "ClampBoundingBoxes": "datakit.vision.augment.box_edits",
+    "ConvertBoundingBoxFormat": "datakit.vision.augment.box_edits",
+    "RandomShortestSize": "datakit.vision.random_resize",
+    "ScaleJitter": "datakit.vision.random_resize",
+    "RandomResize": "datakit.vision.random_resize",
+    "FixedSizeCrop": "datakit.vision.fixed_size_crop",
 }
 
 __all__ = [
@@ -115,11 +122,23 @@ __all__ = [
     "TrivialAugmentWide",
     "compile_recipe",
     "compile_transform",
+    "SanitizeBoundingBoxes",
+    "ClampBoundingBoxes",
+    "ConvertBoundingBoxFormat",
+    "RandomShortestSize",
+    "ScaleJitter",
+    "RandomResize",
+    "FixedSizeCrop",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.vision.augment.augmix import AugMix
     from datakit.vision.augment.base import BatchOp, SampleOp
+    from datakit.vision.augment.box_edits import (
+        ClampBoundingBoxes,
+        ConvertBoundingBoxFormat,
+        SanitizeBoundingBoxes,
+    )
     from datakit.vision.augment.choice import RandomChoice
     from datakit.vision.augment.colour import (
         ColorJitter,
@@ -142,9 +161,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TrivialAugmentWide,
     )
     from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
+    from datakit.vision.fixed_size_crop import FixedSizeCrop
     from datakit.vision.fused_decode.decoder import FusedDecoder
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
     from datakit.vision.random_crop import RandomCrop
+    from datakit.vision.random_resize import RandomResize, RandomShortestSize, ScaleJitter
     from datakit.vision.recipe import Recipe, compile_recipe
     from datakit.vision.transforms import (
         CenterCrop,

@@ -207,6 +207,11 @@ class Resize(Transform):
         """The ``(width, height)`` this gives a ``width`` x ``height`` image."""
         return resized_size(width, height, self.size, self.max_size)
 
+    def drawn_size(self, width: int, height: int, random: SampleRandom) -> tuple[int, int]:
+        """The ``(width, height)`` of one sample: :meth:`output_size` here; the random resizes
+        (:mod:`datakit.vision.random_resize`) draw it from ``random``."""
+        return self.output_size(width, height)
+
     def __call__(self, image: Any) -> torch.Tensor:
         pixels = to_uint8_chw(image)
         width, height = self.output_size(pixels.shape[2], pixels.shape[1])

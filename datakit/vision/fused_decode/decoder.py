@@ -102,12 +102,10 @@ class FusedDecoder:
         replay = random.copy()
         try:
             source = Source(record, self._regions)
-            pixels, steps = self._geometry(source, random)
+            pixels, steps, mirror = self._placed(source, random)
         except RegionRefused:  # decode it whole: the full decode's answer, and the same draws
-            random = replay
             source = Source(record, self._regions, whole=True)
-            pixels, steps = self._geometry(source, random)
-        mirror = bool(self.plan.flip) and random.random() < self.plan.flip
+            pixels, steps, mirror = self._placed(source, replay)
         # pixels may be a view of the decoder's scratch buffer: always copy them out
         if out is None:
             out = np.empty(tuple(pixels.shape), dtype=np.uint8)
@@ -115,23 +113,45 @@ class FusedDecoder:
             raise ValueError(f"the sample is {tuple(pixels.shape)}, its slot {tuple(out.shape)}")
         if not copy_planar(pixels.permute(1, 2, 0).numpy(), out, mirror):
             torch.from_numpy(out).copy_(pixels.flip(-1) if mirror else pixels)
-        steps += (HorizontalFlip(),) if mirror else ()
         return torch.from_numpy(out), Placement((source.height, source.width), steps)
 
+    def _placed(self, source: Source, random: SampleRandom) -> tuple[torch.Tensor, tuple[Step, ...], bool]:
+        """The pixels before the flip, the steps (the flip's among them) and whether to mirror them.
+
+        A flip before the crop (``flip_first``) is drawn first and the crop
+        drawn in the flipped image, as torchvision draws them; the pixels come
+        from the mirrored box, unflipped, and are mirrored as they are copied
+        out (a crop and a flip commute that way).
+        """
+        pixels, steps = self._geometry(source, random)
+        if self.plan.flip_first:
+            return pixels, steps, any(isinstance(step, HorizontalFlip) for step in steps)
+        mirror = self._mirror(random)
+        return pixels, steps + ((HorizontalFlip(),) if mirror else ()), mirror
+
+    def _mirror(self, random: SampleRandom) -> bool:
+        return bool(self.plan.flip) and random.random() < self.plan.flip
+
     def _geometry(self, source: Source, random: SampleRandom) -> Placed:
-        """The crop, resize or centre crop of the plan, before the flip."""
+        """The crop, resize or centre crop of the plan, before the flip; with ``flip_first``, the flip
+        drawn after the resize and before the crop, as torchvision draws them (its step then comes
+        before the crop's, and the pixels are the unflipped ones under the mirrored box)."""
         plan = self.plan
         if plan.crop is not None:
             return self._random_crop(source, random)
         if plan.resize is not None:
             return self._resize_then_crop(source, plan.resize, random)
+        flipped = plan.flip_first and self._mirror(random)
+        flip: tuple[Step, ...] = (HorizontalFlip(),) if flipped else ()
         if plan.center is not None:
             box = plan.center.box(source.width, source.height)
-            return crop_padded(source, box), (Crop(box.top, box.left, box.height, box.width),)
+            pixels = crop_padded(source, _mirrored(box, source.width, flipped))
+            return pixels, flip + (Crop(box.top, box.left, box.height, box.width),)
         if plan.random_crop is not None:
             draw = plan.random_crop.draw(source.width, source.height, random)
-            pixels = crop_padded(source, draw.source_box(), plan.random_crop.image_fill)
-            return pixels, plan.random_crop.steps(draw)
+            box = _mirrored(draw.source_box(), source.width, flipped)
+            pixels = crop_padded(source, box, plan.random_crop.image_fill)
+            return pixels, flip + plan.random_crop.steps(draw)
         return as_chw(source.region(8, 0, 0, source.width, source.height)), ()
 
     def crop_box(self, width: int, height: int, jpeg: bool, random: SampleRandom) -> tuple[Box, int]:
@@ -179,8 +199,10 @@ class FusedDecoder:
         return resampling(as_chw(region), height, width, scales=scales), steps
 
     def _resize_then_crop(self, source: Source, resize: ResizeOp, random: SampleRandom) -> Placed:
-        new_width, new_height = resize.output_size(source.width, source.height)
+        new_width, new_height = resize.drawn_size(source.width, source.height, random)
+        flipped = self.plan.flip_first and self._mirror(random)
         steps: tuple[Step, ...] = (Resize(new_height, new_width, _mask_mode(resize.resampling)),)
+        steps += (HorizontalFlip(),) if flipped else ()
         box, fill = Box(0, 0, new_height, new_width), None
         center, random_crop = self.plan.center, self.plan.random_crop
         if isinstance(center, CenterCrop):
@@ -190,6 +212,7 @@ class FusedDecoder:
             draw = random_crop.draw(new_width, new_height, random)
             box, fill = draw.source_box(), random_crop.image_fill
             steps += random_crop.steps(draw)
+        box = _mirrored(box, new_width, flipped)
         resampling = resize.resampling
         num = 8
         if resampling.dct_scalable:
@@ -199,6 +222,12 @@ class FusedDecoder:
         left, right = max(box.left, 0), min(box.left + box.width, new_width)
         resized = resize_part(source, num, (new_height, new_width), (top, bottom, left, right), resampling)
         return crop_chw(resized, box, fill), steps
+
+
+def _mirrored(box: Box, width: int, flipped: bool) -> Box:
+    """``box`` of an image ``width`` wide mirrored left to right when ``flipped`` (the pixels under a
+    crop of the flipped image are those under this box, mirrored)."""
+    return Box(box.top, width - box.left - box.width, box.height, box.width) if flipped else box
 
 
 def _mask_mode(resampling: Resampling) -> str:

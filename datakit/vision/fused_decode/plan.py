@@ -1,7 +1,9 @@
 """Which leading operations of a ``datakit.vision`` pipeline run inside decoding, and in which order.
 
 The fused decoder runs them in one order: a crop or resize, a flip,
-``Normalize``. The fused forms are ``RandomResizedCrop``; ``Resize``, optionally followed by
+``Normalize``. The fused forms are ``RandomResizedCrop``; ``Resize`` (or one of
+the random resizes that subclass it, :mod:`datakit.vision.random_resize`,
+whose size is drawn per sample), optionally followed by
 ``CenterCrop`` or ``RandomCrop``; ``CenterCrop`` or ``RandomCrop`` alone;
 each optionally followed by ``RandomHorizontalFlip``, then ``Normalize``
 (which the dataset or the loader applies per batch). Anything else ends the
@@ -24,7 +26,7 @@ from datakit.vision.transforms import (
     Transform,
 )
 
-__all__ = ["FusedPlan", "compile_transform"]
+__all__ = ["FusedPlan", "compile_transform", "fused_only"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class FusedPlan:
         normalize: the per-batch normalisation, if any.
         random_crop: the random crop of a fixed size, if any (after
             ``resize``; never with ``center``).
+        flip_first: the flip comes before ``center`` or ``random_crop``, as
+            in the segmentation reference (``RandomResize``, flip,
+            ``RandomCrop``): it is drawn first, and the crop is drawn in the
+            flipped image, as torchvision draws them.
     """
 
     crop: RandomResizedCrop | None = None
@@ -48,6 +54,7 @@ class FusedPlan:
     flip: float = 0.0
     normalize: Normalize | None = None
     random_crop: RandomCrop | None = None
+    flip_first: bool = False
 
     def output_shape(self) -> tuple[int, int, int] | None:
         """``(3, H, W)`` when every sample comes out the same size, else None."""
@@ -60,12 +67,15 @@ class FusedPlan:
 
     def operations(self) -> list[str]:
         """What runs, as the user wrote it (for :meth:`Recipe.describe`)."""
-        ops = [repr(op) for op in (self.crop, self.resize, self.center, self.random_crop) if op is not None]
-        return ops + [f"RandomHorizontalFlip(p={self.flip})"] * bool(self.flip)
+        flip = [f"RandomHorizontalFlip(p={self.flip})"] * bool(self.flip)
+        crops = [repr(op) for op in (self.center, self.random_crop) if op is not None]
+        ops = [repr(op) for op in (self.crop, self.resize) if op is not None]
+        return ops + (flip + crops if self.flip_first else crops + flip)
 
 
 _ORDER = ("Fused pipelines are [RandomResizedCrop | Resize, CenterCrop | RandomCrop], RandomHorizontalFlip, "
-          "Normalize, in that order, each at most once.")
+          "Normalize, in that order, each at most once (the flip may also come before CenterCrop or "
+          "RandomCrop).")
 
 
 def compile_transform(transform: object) -> FusedPlan | None:
@@ -86,9 +96,12 @@ def compile_transform(transform: object) -> FusedPlan | None:
                              f"{why}. {_ORDER}")
         found[role] = step
     flip = _one(found, "flip", RandomHorizontalFlip)
+    roles = list(found)
+    after_flip = roles[roles.index("flip"):] if "flip" in roles else []
+    flip_first = "center" in after_flip or "random_crop" in after_flip
     return FusedPlan(_one(found, "crop", RandomResizedCrop), _one(found, "resize", Resize),
                      _one(found, "center", CenterCrop), flip.p if flip is not None else 0.0,
-                     _one(found, "normalize", Normalize), _one(found, "random_crop", RandomCrop))
+                     _one(found, "normalize", Normalize), _one(found, "random_crop", RandomCrop), flip_first)
 
 
 _Op = TypeVar("_Op")
@@ -116,10 +129,17 @@ def _role(step: object, found: dict[str, object]) -> tuple[str, str | None]:
         why = "RandomResizedCrop must come first and alone among the crops and resizes"
     elif role == "resize" and earlier:
         why = "Resize must come before CenterCrop, RandomCrop and the flip, once"
-    elif role in ("center", "random_crop") and earlier & {"crop", "center", "random_crop", "flip"}:
-        why = f"{type(step).__name__} goes after Resize, before the flip, once"
+    elif role in ("center", "random_crop") and earlier & {"crop", "center", "random_crop"}:
+        why = f"{type(step).__name__} goes after Resize, once"
     elif role == "flip" and "flip" in earlier:
         why = "one flip only"
     elif role == "normalize" and len(getattr(step, "mean", ())) != 3:
         why = "the fused pipelines make RGB images: Normalize needs three means and stds"
     return role, why
+
+
+def fused_only(op: object) -> bool:
+    """Whether ``op`` runs only inside decoding (a crop, resize or flip of the fused prefix): called on a
+    whole sample (a dict, an ``(image, target)`` pair) it would fail, so outside the prefix a pipeline
+    given whole samples refuses it."""
+    return isinstance(op, tuple(_ROLES)) and not isinstance(op, Normalize)
