@@ -96,15 +96,21 @@ class FusedSamples:
             if target_transform is not None:
                 sample = (sample[0], target_transform(sample[1]))
             target = TargetSample(sample, self.layout)
-            try:
-                target.move(placement.steps, placement.source)
-            except TransformError as exc:
-                raise TransformError(f"sample {position}: {exc}") from None
+            _naming(position, target.move, placement.steps, placement.source)
             samples.append(target)
         images = self.pipeline.samples([target.image for target in samples], where, samples)
         for target, image in zip(samples, images, strict=True):
             target.image = image
-        return [target.value() for target in samples]
+        return [_naming(position, target.value) for position, target in zip(where, samples, strict=True)]
+
+
+def _naming(position: int, call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)``, a ``TransformError`` naming the sample (masks are decoded as they are given back,
+    after every step has joined their placement)."""
+    try:
+        return call(*args)
+    except TransformError as exc:
+        raise TransformError(f"sample {position}: {exc}") from None
 
 
 def fused_pipeline(transform: object, transforms: object) -> tuple[FusedPipeline | None, bool]:

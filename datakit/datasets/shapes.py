@@ -19,12 +19,13 @@ from typing import Any
 
 from datakit.datasets.detection import DetectionTargets
 from datakit.datasets.fields import FieldDecoder, ImageDecoder, LazyMasks
+from datakit.format.fields.base import FieldSpec
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record
 from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout
 
-__all__ = ["TARGET_FORMATS", "FieldSamples", "field_samples", "check_field_transforms", "no_image"]
+__all__ = ["TARGET_FORMATS", "DETECTION_PER_BOX", "FieldSamples", "field_samples", "check_field_transforms", "no_image"]
 
 TARGET_FORMATS = ("torchvision-detection",)
 
@@ -98,19 +99,38 @@ class FieldSamples:
 
     def layout(self) -> TargetLayout:
         """Where the samples' image is and which of their plain tensors are boxes, masks, keypoints (what
-        a ``datakit.vision`` pipeline moves when torchvision's types are not there to say it)."""
+        a ``datakit.vision`` pipeline moves when torchvision's types are not there to say it), and which
+        entries hold one item per box (what dropping a box drops beside it)."""
         if self.detection is not None:
             masks = ("masks",) if self.detection.masks is not None and "masks" in self.detection.keys else ()
-            return TargetLayout(None, {"boxes": "XYXY"}, masks)
+            return TargetLayout(None, {"boxes": "XYXY"}, masks, per_box=DETECTION_PER_BOX)
         specs = self.decoder.specs
         return TargetLayout(self.image_key, {spec.name: spec.options["format"] for spec in specs
                                              if spec.type == "boxes"},
                             tuple(spec.name for spec in specs if spec.type == "masks"),
-                            tuple(spec.name for spec in specs if spec.type == "keypoints"))
+                            tuple(spec.name for spec in specs if spec.type == "keypoints"),
+                            per_box=tuple(_per_box_keys(specs)))
 
     def annotated(self) -> list[str]:
         """The fields of these samples that lie on the image: boxes, masks, keypoints."""
         return [spec.name for spec in self.decoder.specs if spec.type in ("boxes", "masks", "keypoints")]
+
+
+DETECTION_PER_BOX = ("labels", "masks", "iscrowd", "area", "bbox", "category_id")
+"""The keys of a detection target that hold one item per box."""
+
+
+def _per_box_keys(specs: Sequence[FieldSpec]) -> list[str]:
+    """The keys of a dict sample with one item per box: a boxes field's labels and extras, the instance
+    masks and keypoints that belong to boxes (and the keypoints' visibility)."""
+    keys: list[str] = []
+    for spec in specs:
+        if spec.type == "boxes":
+            keys += [spec.options["labels"]] if spec.options["labels"] is not None else []
+            keys += list(spec.options["extras"])
+        elif spec.type in ("masks", "keypoints") and spec.options.get("boxes") is not None:
+            keys += [spec.name] + ([f"{spec.name}_visibility"] if spec.type == "keypoints" else [])
+    return keys
 
 
 def no_image(record: Record, key: str) -> None:

@@ -15,19 +15,25 @@ the same types. Anything else in the sample (labels, ids, captions, a second
 image) passes through untouched, as in torchvision.
 
 Masks may also come undecoded (:class:`PlaceableMasks`): a field store's
-masks are then decoded for the first steps only where the output shows them.
+masks then gather every operation's steps and are decoded once, when the
+sample is given back (or an operation reads them), only where the output
+shows them. Steps that edit the targets (:class:`~datakit.vision.targets.steps.TargetEdit`:
+boxes marked, dropped, clamped, converted) run at their place among the
+geometric ones, through the accessors an edit uses (:meth:`TargetSample.boxes_key`,
+:meth:`TargetSample.boxes`, :meth:`TargetSample.set_boxes`, :meth:`TargetSample.keep`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from datakit.vision.targets.boxes import Canvas
-from datakit.vision.targets.steps import Step, move_boxes, move_keypoints, move_masks
+from datakit.errors import TransformError
+from datakit.vision.targets.boxes import Canvas, check_format
+from datakit.vision.targets.steps import Step, TargetEdit, canvas_after, move_boxes, move_keypoints, move_masks
 
 __all__ = ["TargetLayout", "PlaceableMasks", "TargetSample", "tv_kind"]
 
@@ -70,12 +76,37 @@ class TargetLayout:
         masks: keys of plain-tensor masks (``(N, H, W)`` or ``(H, W)``).
         keypoints: keys of plain-tensor keypoints: ``(..., 2)`` points, or
             ``(..., 3)`` with the visibility last (kept as it is).
+        per_box: keys holding one entry per box (labels, ``iscrowd``,
+            ``area``, ids, instance masks, keypoints and their visibility):
+            what dropping a box drops beside it. Empty: torchvision's rule
+            (the ``labels`` key, and instance masks).
     """
 
     image: str | None = None
     boxes: Mapping[str, str] = field(default_factory=dict)
     masks: tuple[str, ...] = ()
     keypoints: tuple[str, ...] = ()
+    per_box: tuple[str, ...] = ()
+
+
+class _Deferred:
+    """Masks not decoded yet, with the steps they have taken so far and the instances kept."""
+
+    def __init__(self, masks: PlaceableMasks, source: Canvas) -> None:
+        self.masks, self.source = masks, source
+        self.steps: tuple[Step, ...] = ()
+        self.kept: torch.Tensor | None = None  # the indices of the instances kept
+
+    def then(self, steps: Sequence[Step]) -> _Deferred:
+        self.steps += tuple(steps)
+        return self
+
+    def dense(self) -> Any:
+        masks = self.masks.placed(self.source, self.steps) if self.steps else self.masks.dense()
+        if self.kept is None:
+            return masks
+        kept = masks.as_subclass(torch.Tensor)[self.kept]
+        return kept if type(masks) is torch.Tensor else type(masks)(kept)
 
 
 class TargetSample:
@@ -91,6 +122,7 @@ class TargetSample:
 
     def __init__(self, sample: Any, layout: TargetLayout) -> None:
         self.layout = layout
+        self.formats = dict(layout.boxes)  # of the plain boxes, as ConvertBoundingBoxFormat leaves them
         self._pair: type | None = None
         self._fields: dict[str, Any] | None = None
         self._other: Any = None
@@ -126,7 +158,7 @@ class TargetSample:
         """Whether the sample holds boxes, masks or keypoints."""
         named = {*self.layout.boxes, *self.layout.masks, *self.layout.keypoints}
         return self._fields is not None and any(
-            isinstance(value, PlaceableMasks) or tv_kind(value) in ("boxes", "masks", "keypoints")
+            isinstance(value, (PlaceableMasks, _Deferred)) or tv_kind(value) in ("boxes", "masks", "keypoints")
             or (key in named and isinstance(value, torch.Tensor)) for key, value in self._fields.items())
 
     def take(self, result: Any, what: str) -> None:
@@ -142,18 +174,32 @@ class TargetSample:
         self._read(result)
 
     def move(self, steps: Sequence[Step], source: Canvas) -> None:
-        """Move every target through ``steps`` from the image's canvas ``source``; undecoded masks are
-        decoded for what the steps keep (and decoded whole when there are no steps)."""
+        """Move every target through ``steps`` from the image's canvas ``source``; edits
+        (:class:`TargetEdit`) run at their place. Undecoded masks only gather the steps."""
         if self._fields is None:
             return
+        segment: list[Step] = []
+        for step in steps:
+            if isinstance(step, TargetEdit):
+                self._move_all(segment, source)
+                source, segment = canvas_after(source, segment), []
+                step.edit(self, source)
+            else:
+                segment.append(step)
+        self._move_all(segment, source)
+
+    def _move_all(self, steps: Sequence[Step], source: Canvas) -> None:
+        assert self._fields is not None
         for key, value in list(self._fields.items()):
             moved = self._moved(key, value, steps, source)
             if moved is not value:
                 self._fields[key] = moved
 
     def _moved(self, key: str, value: Any, steps: Sequence[Step], source: Canvas) -> Any:
+        if isinstance(value, _Deferred):
+            return value.then(steps)
         if isinstance(value, PlaceableMasks):
-            return value.placed(source, steps) if steps else value.dense()
+            return _Deferred(value, source).then(steps)
         if not steps:
             return value
         kind = tv_kind(value)
@@ -167,16 +213,92 @@ class TargetSample:
             return type(value)(points, canvas_size=canvas)
         if kind is not None or not isinstance(value, torch.Tensor):
             return value
-        if key in self.layout.boxes:
-            return move_boxes(value, self.layout.boxes[key], source, steps)[0]
+        if key in self.formats:
+            return move_boxes(value, self.formats[key], source, steps)[0]
         if key in self.layout.masks:
             return move_masks(value, steps)
         if key in self.layout.keypoints:
             return _move_plain_points(value, steps, source)
         return value
 
+    @property
+    def fields(self) -> dict[str, Any] | None:
+        """The sample's dict (a pair's target dict), every mask decoded; None for a pair whose target is
+        not a dict."""
+        self._settle()
+        return self._fields
+
+    def _settle(self) -> None:
+        """Decode the masks that gathered steps, where the output shows them."""
+        for key, value in list((self._fields or {}).items()):
+            if isinstance(value, _Deferred):
+                self._fields[key] = value.dense()  # type: ignore[index]
+
+    def boxes_key(self) -> str | None:
+        """The key of the sample's boxes (the first ``BoundingBoxes``, or plain boxes the layout names),
+        None when it has none."""
+        for key, value in (self._fields or {}).items():
+            if tv_kind(value) == "boxes" or (key in self.formats and isinstance(value, torch.Tensor)):
+                return key
+        return None
+
+    def boxes(self, key: str) -> tuple[torch.Tensor, str, str | None]:
+        """The boxes under ``key``: a plain tensor, their format and their clamping mode."""
+        assert self._fields is not None
+        value = self._fields[key]
+        if tv_kind(value) == "boxes":
+            return (value.as_subclass(torch.Tensor), str(getattr(value.format, "name", value.format)),
+                    getattr(value, "clamping_mode", "soft"))
+        return value, self.formats[key], "soft"
+
+    def set_boxes(self, key: str, coords: torch.Tensor, format: str | None = None) -> None:
+        """Replace the boxes under ``key`` by ``coords`` (in ``format``, default theirs), in their type."""
+        assert self._fields is not None
+        value = self._fields[key]
+        if tv_kind(value) != "boxes":
+            self._fields[key] = coords
+            self.formats[key] = check_format(format or self.formats[key])
+            return
+        extra = {"clamping_mode": value.clamping_mode} if hasattr(value, "clamping_mode") else {}
+        new_format = value.format if format is None else type(value.format)[check_format(format)]
+        self._fields[key] = type(value)(coords, format=new_format, canvas_size=value.canvas_size, **extra)
+
+    def per_box_keys(self, key: str) -> list[str]:
+        """The keys dropping a box of ``key`` drops beside it: the layout's per-box entries, or where it
+        names none, torchvision's labels (the ``labels`` key, else one whose name holds ``label``);
+        and every instance ``Mask`` with one plane per box."""
+        assert self._fields is not None
+        count = int(self._fields[key].shape[0])
+        keys = [name for name in self.layout.per_box if name in self._fields and name != key]
+        if not self.layout.per_box:
+            names = [name for name in self._fields if isinstance(name, str)]
+            label = next((name for name in names if name.lower() == "labels"), None) or \
+                next((name for name in names if "label" in name.lower()), None)
+            keys += [label] if label is not None else []
+        for name, value in self._fields.items():
+            if name not in keys and name != key and _instance_masks(value, count):
+                keys.append(name)
+        return keys
+
+    def keep(self, kept: torch.Tensor, keys: Iterable[str]) -> None:
+        """Keep the entries ``kept`` (a bool tensor, one per box) of each of ``keys``, in their types.
+
+        Raises:
+            TransformError: an entry does not hold one item per box (named).
+        """
+        assert self._fields is not None
+        count = int(kept.shape[0])
+        for key in keys:
+            value = self._fields[key]
+            length = len(value) if not isinstance(value, _Deferred) else None
+            if length is not None and length != count:
+                raise TransformError(f"{key!r} holds {length} entries beside {count} boxes: it cannot be kept "
+                                     "or dropped with them")
+            self._fields[key] = _kept(value, kept)
+
     def value(self) -> Any:
-        """The sample in the structure it was read in, with its image and moved targets."""
+        """The sample in the structure it was read in, with its image and moved targets (masks decoded)."""
+        self._settle()
         if self._pair is None:
             assert self._fields is not None and self.layout.image is not None
             self._fields[self.layout.image] = self._image
@@ -208,3 +330,28 @@ def _move_plain_points(points: torch.Tensor, steps: Sequence[Step], source: Canv
         return move_keypoints(points, source, steps)[0]
     moved = move_keypoints(points[..., :2], source, steps)[0]
     return torch.cat((moved, points[..., 2:]), dim=-1)
+
+
+def _instance_masks(value: Any, count: int) -> bool:
+    """Whether ``value`` is a ``Mask`` of ``count`` instances, ``(N, H, W)`` (a store's masks not decoded yet
+    are named by the layout)."""
+    return not isinstance(value, _Deferred) and tv_kind(value) == "masks" and value.ndim == 3 and int(value.shape[0]) == count
+
+
+def _kept(value: Any, kept: torch.Tensor) -> Any:
+    """The entries ``kept`` of a per-box value: a tensor (its type kept), a list, or masks not decoded yet."""
+    if isinstance(value, _Deferred):
+        value.kept = kept.nonzero().flatten() if value.kept is None else value.kept[kept]
+        return value
+    if isinstance(value, list):
+        return [item for item, keep in zip(value, kept.tolist(), strict=True) if keep]
+    if not isinstance(value, torch.Tensor):
+        raise TransformError(f"a {type(value).__name__} cannot be kept or dropped with boxes")
+    kind = tv_kind(value)
+    plain = value.as_subclass(torch.Tensor)[kept]
+    if kind == "boxes":
+        extra = {"clamping_mode": value.clamping_mode} if hasattr(value, "clamping_mode") else {}
+        return type(value)(plain, format=value.format, canvas_size=value.canvas_size, **extra)
+    if kind == "keypoints":
+        return type(value)(plain, canvas_size=value.canvas_size)
+    return plain if kind is None else type(value)(plain)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +32,8 @@ from datakit.vision.targets import keypoints as point_ops
 from datakit.vision.targets import masks as mask_ops
 from datakit.vision.targets.boxes import Canvas
 
-__all__ = ["Step", "Crop", "Pad", "Resize", "HorizontalFlip", "VerticalFlip", "AxisMaps", "Placement",
-           "canvas_after", "move_boxes", "move_keypoints", "move_masks"]
+__all__ = ["Step", "Crop", "Pad", "Resize", "HorizontalFlip", "VerticalFlip", "TargetEdit", "AxisMaps",
+           "Placement", "canvas_after", "move_boxes", "move_keypoints", "move_masks"]
 
 
 @dataclass
@@ -239,6 +240,38 @@ class VerticalFlip(Step):
 
     def remap(self, maps: AxisMaps) -> AxisMaps:
         return AxisMaps(maps.rows.flip(0), maps.columns, maps.fills)
+
+
+class TargetEdit(Step):
+    """A step that changes what the targets hold, not where they lie: boxes marked empty or dropped with
+    the entries beside them, clamped, converted to another format.
+
+    It moves nothing and keeps the canvas; a
+    :class:`~datakit.vision.targets.sample.TargetSample` moving through
+    steps calls :meth:`edit` at its place among them, once every target has
+    taken the steps before it (``RandomIoUCrop`` marks the boxes whose centre
+    left the crop, ``FixedSizeCrop`` drops those it emptied, before its pad).
+    """
+
+    def canvas_after(self, canvas: Canvas) -> Canvas:
+        return canvas
+
+    def move_boxes(self, boxes: torch.Tensor, format: str, canvas: Canvas,
+                   clamping_mode: str | None) -> torch.Tensor:
+        return boxes
+
+    def move_keypoints(self, points: torch.Tensor, canvas: Canvas) -> torch.Tensor:
+        return points
+
+    def move_masks(self, mask: torch.Tensor) -> torch.Tensor:
+        return mask
+
+    def remap(self, maps: AxisMaps) -> AxisMaps:
+        return maps
+
+    def edit(self, sample: Any, canvas: Canvas) -> None:
+        """Change ``sample`` (a ``TargetSample`` whose image lies on ``canvas``) in place."""
+        raise NotImplementedError  # pragma: no cover - every edit overrides it
 
 
 @dataclass(frozen=True)
