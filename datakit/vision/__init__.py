@@ -71,6 +71,9 @@ _EXPORTS: dict[str, str] = {
     "RandomResizedCrop": "datakit.vision.transforms",
     "Resize": "datakit.vision.transforms",
     "Transform": "datakit.vision.transforms",
+    "RandomPhotometricDistort": "datakit.vision.ssd.photometric",
+    "RandomZoomOut": "datakit.vision.ssd.zoom_out",
+    "RandomIoUCrop": "datakit.vision.ssd.iou_crop",
 }
 
 __all__ = [
@@ -100,11 +103,14 @@ __all__ = [
     "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomInvert",
+    "RandomIoUCrop",
+    "RandomPhotometricDistort",
     "RandomPosterize",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomSolarize",
     "RandomVerticalFlip",
+    "RandomZoomOut",
     "Recipe",
     "Resize",
     "SampleOp",
@@ -146,6 +152,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
     from datakit.vision.random_crop import RandomCrop
     from datakit.vision.recipe import Recipe, compile_recipe
+    from datakit.vision.ssd.iou_crop import RandomIoUCrop
+    from datakit.vision.ssd.photometric import RandomPhotometricDistort
+    from datakit.vision.ssd.zoom_out import RandomZoomOut
     from datakit.vision.transforms import (
         CenterCrop,
         Compose,

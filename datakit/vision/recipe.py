@@ -44,6 +44,7 @@ from datakit.vision.augment.base import BatchOp, SampleOp
 from datakit.vision.conversions import ToDtype, folds_into, is_no_op, passes_through
 from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
+from datakit.vision.ssd.canvas_op import CanvasOp
 from datakit.vision.targets.sample import TargetSample
 from datakit.vision.transforms import Compose, Normalize, Transform
 
@@ -98,8 +99,11 @@ class Recipe:
         Other callables are expected to keep it too (most do: colour, noise,
         blur), so batches still travel through the loader's slots; a batch in
         which one does not is read again the ordinary way (see
-        :attr:`calls_user_code`). None when the fused prefix makes no one size.
+        :attr:`calls_user_code`). None when the fused prefix makes no one size, or when a step
+        changes each sample's size (a :class:`~datakit.vision.ssd.canvas_op.CanvasOp`).
         """
+        if any(isinstance(step.op, CanvasOp) for step in (*self.pixel_steps, *self.float_steps)):
+            return None
         return self.fused.output_shape()
 
     @property
@@ -244,7 +248,11 @@ def run_sample_steps(steps: Sequence[Step], images: torch.Tensor | list[torch.Te
     for step in steps:
         if isinstance(current, list) and current and _one_shape(current):
             current = torch.stack(current)
-        if step.batched:
+        if isinstance(step.op, CanvasOp):  # changes the size, may read the targets: sample by sample
+            current = [step.op.run(sample, sample_random(seed, index, step.position),
+                                   None if targets is None else targets[position])
+                       for position, (sample, index) in enumerate(zip(current, indices, strict=True))]
+        elif step.batched:
             current = _run_batched(step, current, indices, seed, targets)
         elif targets is not None:
             current = _run_whole(step, current, indices, seed, targets)
