@@ -25,7 +25,8 @@ from datakit.format.records import Record
 from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout
 
-__all__ = ["TARGET_FORMATS", "DETECTION_PER_BOX", "FieldSamples", "field_samples", "check_field_transforms", "no_image"]
+__all__ = ["TARGET_FORMATS", "DETECTION_PER_BOX", "FieldSamples", "field_samples", "check_field_transforms",
+           "no_image"]
 
 TARGET_FORMATS = ("torchvision-detection",)
 

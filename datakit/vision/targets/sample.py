@@ -33,7 +33,14 @@ import torch
 
 from datakit.errors import TransformError
 from datakit.vision.targets.boxes import Canvas, check_format
-from datakit.vision.targets.steps import Step, TargetEdit, canvas_after, move_boxes, move_keypoints, move_masks
+from datakit.vision.targets.steps import (
+    Step,
+    TargetEdit,
+    canvas_after,
+    move_boxes,
+    move_keypoints,
+    move_masks,
+)
 
 __all__ = ["TargetLayout", "PlaceableMasks", "TargetSample", "tv_kind"]
 
@@ -158,7 +165,8 @@ class TargetSample:
         """Whether the sample holds boxes, masks or keypoints."""
         named = {*self.layout.boxes, *self.layout.masks, *self.layout.keypoints}
         return self._fields is not None and any(
-            isinstance(value, (PlaceableMasks, _Deferred)) or tv_kind(value) in ("boxes", "masks", "keypoints")
+            isinstance(value, (PlaceableMasks, _Deferred))
+            or tv_kind(value) in ("boxes", "masks", "keypoints")
             or (key in named and isinstance(value, torch.Tensor)) for key, value in self._fields.items())
 
     def take(self, result: Any, what: str) -> None:
@@ -292,8 +300,8 @@ class TargetSample:
             value = self._fields[key]
             length = len(value) if not isinstance(value, _Deferred) else None
             if length is not None and length != count:
-                raise TransformError(f"{key!r} holds {length} entries beside {count} boxes: it cannot be kept "
-                                     "or dropped with them")
+                raise TransformError(f"{key!r} holds {length} entries beside {count} boxes: it cannot be "
+                                     "kept or dropped with them")
             self._fields[key] = _kept(value, kept)
 
     def value(self) -> Any:
@@ -335,7 +343,8 @@ def _move_plain_points(points: torch.Tensor, steps: Sequence[Step], source: Canv
 def _instance_masks(value: Any, count: int) -> bool:
     """Whether ``value`` is a ``Mask`` of ``count`` instances, ``(N, H, W)`` (a store's masks not decoded yet
     are named by the layout)."""
-    return not isinstance(value, _Deferred) and tv_kind(value) == "masks" and value.ndim == 3 and int(value.shape[0]) == count
+    return (not isinstance(value, _Deferred) and tv_kind(value) == "masks" and value.ndim == 3
+            and int(value.shape[0]) == count)
 
 
 def _kept(value: Any, kept: torch.Tensor) -> Any:
@@ -349,9 +358,10 @@ def _kept(value: Any, kept: torch.Tensor) -> Any:
         raise TransformError(f"a {type(value).__name__} cannot be kept or dropped with boxes")
     kind = tv_kind(value)
     plain = value.as_subclass(torch.Tensor)[kept]
+    typed: Any = value
     if kind == "boxes":
-        extra = {"clamping_mode": value.clamping_mode} if hasattr(value, "clamping_mode") else {}
-        return type(value)(plain, format=value.format, canvas_size=value.canvas_size, **extra)
+        extra = {"clamping_mode": typed.clamping_mode} if hasattr(typed, "clamping_mode") else {}
+        return type(typed)(plain, format=typed.format, canvas_size=typed.canvas_size, **extra)
     if kind == "keypoints":
-        return type(value)(plain, canvas_size=value.canvas_size)
-    return plain if kind is None else type(value)(plain)
+        return type(typed)(plain, canvas_size=typed.canvas_size)
+    return plain if kind is None else type(typed)(plain)
