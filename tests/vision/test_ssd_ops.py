@@ -360,13 +360,13 @@ def test_iou_crop_needs_boxes_and_refuses_a_loop_that_cannot_end(tv):
 def ssd(tv: Any, p: float = 0.5) -> Any:
     fill = {tv.tv_tensors.Image: MEAN, tv.tv_tensors.Mask: 0, "others": 0}
     return T.Compose([RandomPhotometricDistort(p=p), RandomZoomOut(fill=fill, side_range=(1.0, 2.0), p=0.6),
-                      RandomIoUCrop()])
+                      RandomIoUCrop(), T.RandomHorizontalFlip()])
 
 
 def reference(tv: Any, pipeline: Any, sample: dict[str, Any], index: int) -> dict[str, Any]:
     """torchvision v2's transforms with our draws for this sample (keyed on its index and their positions)."""
     v2 = tv.transforms.v2
-    distort, zoom, crop = pipeline.transforms
+    distort, zoom, crop, flip = pipeline.transforms
     sample = {**sample, "image": tv.tv_tensors.Image(sample["image"])}
     height, width = sample["image"].shape[-2:]
 
@@ -385,10 +385,13 @@ def reference(tv: Any, pipeline: Any, sample: dict[str, Any], index: int) -> dic
         params = {"top": box.top, "left": box.left, "height": box.height, "width": box.width,
                   "is_within_crop_area": box.inside}
         sample = transformed(v2.RandomIoUCrop(), sample, params)
+    if keyed(3).random() < flip.p:  # after the crop: batched, keyed on its position
+        sample = transformed(v2.RandomHorizontalFlip(1.0), sample, {})
     return sample
 
 
-def test_the_ssd_ops_in_a_transforms_pipeline_on_a_field_store(tv, store):
+def test_the_ssd_recipe_in_a_transforms_pipeline_on_a_field_store(tv, store):
+    """torchvision's SSD recipe (the flip after the crop runs batched: the decoder cannot fuse it there)."""
     pipeline = ssd(tv, p=0.7)
     plain = datakit.LMDBDataset(store, output="tensor")
     moved = datakit.LMDBDataset(store, transforms=pipeline)
@@ -403,7 +406,9 @@ def test_the_ssd_ops_in_a_transforms_pipeline_on_a_field_store(tv, store):
                                       theirs[key].as_subclass(torch.Tensor), rtol=0, atol=1e-3), (index, key)
             for key in ("masks", "segmentation", "iscrowd", "keypoints_visibility", "label"):
                 assert torch.equal(torch.as_tensor(ours[key]), torch.as_tensor(theirs[key])), (index, key)
-    assert T.compile_recipe(pipeline).output_shape() is None
+    recipe = T.compile_recipe(pipeline)
+    assert recipe.output_shape() is None and not recipe.describe()["fused"]
+    assert recipe.describe()["batched"] == [repr(pipeline.transforms[0]), "RandomHorizontalFlip(p=0.5)"]
 
 
 def epoch_of(loader: Any) -> list[Any]:
