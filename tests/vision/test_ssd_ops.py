@@ -115,9 +115,9 @@ def test_photometric_draws_have_torchvisions_distribution_and_a_shift_is_caught(
     assert len(orders) == 6 and max(orders.values()) / min(orders.values()) < 1.1
     permuted = np.mean([d["channel_permutation"] is not None for d in theirs])
     assert abs(sum(orders.values()) / DRAWS - permuted) < 0.02
-    shifted = our_draws(RandomPhotometricDistort(brightness=(0.9, 1.15), p=1.0), DRAWS, seed=1)
+    shifted = our_draws(RandomPhotometricDistort(brightness=(0.9, 1.15), p=1.0), THEIR_DRAWS, seed=1)
     their = [float(d["brightness_factor"]) for d in theirs if d["brightness_factor"] is not None]
-    critical = ks_critical(DRAWS, len(their), alpha=0.001)
+    critical = ks_critical(THEIR_DRAWS, len(their), alpha=0.001)
     assert ks_statistic(np.array([d.brightness for d in shifted]), np.array(their)) > critical
 
 
@@ -301,7 +301,7 @@ def test_zoom_out_draws_torchvisions_padding_from_the_same_numbers(tv, monkeypat
         assert drawn is None or list(drawn.padding) == params["padding"], seed
 
 
-def test_zoom_out_and_iou_crop_draws_have_torchvisions_distribution(tv):
+def test_zoom_out_paddings_have_torchvisions_distribution(tv):
     v2 = tv.transforms.v2
     image = torch.zeros(3, 48, 64)
     ours = [RandomZoomOut(p=1.0).draw_sample(SampleRandom(mix_seed(5, i)), 48, 64, None)
@@ -313,9 +313,10 @@ def test_zoom_out_and_iou_crop_draws_have_torchvisions_distribution(tv):
                                  np.array([d["padding"][side] for d in theirs], dtype=float))
         assert statistic < critical, side
     shifted = [RandomZoomOut(side_range=(1.2, 4.0), p=1.0).draw_sample(SampleRandom(i), 48, 64, None)
-               for i in range(DRAWS)]
+               for i in range(THEIR_DRAWS)]
     assert ks_statistic(np.array([d.padding[2] for d in shifted], dtype=float),
-                        np.array([d["padding"][2] for d in theirs], dtype=float)) > critical
+                        np.array([d["padding"][2] for d in theirs], dtype=float)) > \
+        ks_critical(THEIR_DRAWS, THEIR_DRAWS, alpha=0.001)
 
 
 def test_iou_crops_have_torchvisions_distribution(tv, count: int = 800) -> None:
@@ -430,3 +431,25 @@ def test_detection_pairs_are_the_same_with_0_and_2_workers(tv, store):
         assert torch.equal(image_a, image_b)
         for key in ("boxes", "masks", "labels"):
             assert torch.equal(target_a[key], target_b[key]), key
+
+
+def test_plain_tensors_without_torchvision_move_as_the_schema_says(tv, store, monkeypatch):
+    """Without torchvision the store's boxes (XYWH here), masks and keypoints are plain tensors, moved and
+    marked as the schema says: the same numbers as the typed ones."""
+    pipeline = ssd(tv, p=0.7)
+    indices = (1, 2, 3, 4, 6, 7)
+    with epoch_seed_set(6, 0):
+        typed = [datakit.LMDBDataset(store, transforms=pipeline)[index] for index in indices]
+    import datakit.datasets.tv_types as tv_types
+
+    monkeypatch.setattr(tv_types, "_loaded", [None])  # as where torchvision cannot be imported
+    with epoch_seed_set(6, 0):
+        plain = [datakit.LMDBDataset(store, transforms=pipeline)[index] for index in indices]
+    marked = 0
+    for ours, theirs in zip(plain, typed, strict=True):
+        assert type(ours["boxes"]) is torch.Tensor and type(ours["masks"]) is torch.Tensor
+        for key in ("image", "boxes", "masks", "segmentation"):
+            assert torch.equal(ours[key], theirs[key].as_subclass(torch.Tensor)), key
+        assert torch.equal(ours["keypoints"][..., :2], theirs["keypoints"].as_subclass(torch.Tensor))
+        marked += int((ours["boxes"] == 0).all(dim=1).sum())
+    assert marked > 0
