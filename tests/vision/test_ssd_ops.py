@@ -453,3 +453,28 @@ def test_plain_tensors_without_torchvision_move_as_the_schema_says(tv, store, mo
         assert torch.equal(ours["keypoints"][..., :2], theirs["keypoints"].as_subclass(torch.Tensor))
         marked += int((ours["boxes"] == 0).all(dim=1).sum())
     assert marked > 0
+
+
+def test_the_iou_crop_decodes_the_stores_masks_only_inside_the_crop(tv, store, monkeypatch):
+    from datakit.format.fields.masks import MasksValue
+
+    asked: list[Any] = []
+    dense = MasksValue.dense
+
+    def recorded(self: MasksValue, region: Any = None) -> np.ndarray:
+        asked.append(region)
+        return dense(self, region)
+
+    plain = datakit.LMDBDataset(store, output="tensor")
+    crop = RandomIoUCrop(min_scale=0.3, max_scale=0.5, sampler_options=[0.0])
+    with epoch_seed_set(12, 0):
+        sample = {**plain[0], "image": tv.tv_tensors.Image(plain[0]["image"])}
+        drawn = crop.draw_sample(SampleRandom(mix_seed(epoch_seed(), 0, 1)), 480, 640,
+                                 TargetSample(sample, TargetLayout("image")))
+        monkeypatch.setattr(MasksValue, "dense", recorded)
+        datakit.LMDBDataset(store, transforms=T.Compose([crop]))[0]
+    assert drawn is not None and asked
+    for top, left, height, width in asked:
+        assert drawn.top <= top and top + height <= drawn.top + drawn.height
+        assert drawn.left <= left and left + width <= drawn.left + drawn.width
+        assert width * height <= 640 * 480 // 4  # at most half of each side
