@@ -416,21 +416,30 @@ def epoch_of(loader: Any) -> list[Any]:
     return [sample for batch in loader for sample in zip(*batch, strict=True)]
 
 
-def test_detection_pairs_are_the_same_with_0_and_2_workers(tv, store):
-    def loader(workers: int) -> datakit.DataLoader:
+def test_detection_pairs_are_the_same_with_0_and_2_workers_and_after_a_resume(tv, store):
+    def loader(workers: int, seed: int = 2) -> datakit.DataLoader:
         dataset = datakit.LMDBDataset(store, target_format="torchvision-detection", target_keys="all",
                                       transforms=ssd(tv))
         return datakit.DataLoader(dataset, batch_size=3, shuffle=True, num_workers=workers,
-                                  generator=torch.Generator().manual_seed(2),
+                                  generator=torch.Generator().manual_seed(seed),
                                   collate_fn=datakit.detection_collate)
 
-    alone, shared = epoch_of(loader(0)), epoch_of(loader(2))
-    assert len(alone) == len(shared) == len(SIZES)
+    alone = epoch_of(loader(0))
     assert len({tuple(image.shape) for image, _ in alone}) > 1
-    for (image_a, target_a), (image_b, target_b) in zip(alone, shared, strict=True):
-        assert torch.equal(image_a, image_b)
-        for key in ("boxes", "masks", "labels"):
-            assert torch.equal(target_a[key], target_b[key]), key
+    interrupted = loader(2)
+    seen = []
+    for batch in interrupted:
+        seen += list(zip(*batch, strict=True))
+        state = interrupted.state_dict()
+        break
+    resumed = loader(0, seed=99)
+    resumed.load_state_dict(state)
+    for other in (epoch_of(loader(2)), seen + epoch_of(resumed)):
+        assert len(other) == len(alone) == len(SIZES)
+        for (image_a, target_a), (image_b, target_b) in zip(alone, other, strict=True):
+            assert torch.equal(image_a, image_b)
+            for key in ("boxes", "masks", "labels"):
+                assert torch.equal(target_a[key], target_b[key]), key
 
 
 def test_plain_tensors_without_torchvision_move_as_the_schema_says(tv, store, monkeypatch):
