@@ -262,8 +262,9 @@ class Replay:
         monkeypatch.setattr(torch, "randint", randint)
 
 
-@pytest.mark.parametrize("options", [None, [0.5, 0.7], [0.3]])
-def test_iou_crop_loop_picks_torchvisions_crop_from_the_same_numbers(tv, monkeypatch, options):
+@pytest.mark.parametrize(("options", "dtype"), [(None, torch.float32), ([0.5, 0.7], torch.float32),
+                                               ([0.3], torch.int64), (None, torch.float64)])
+def test_iou_crop_loop_picks_torchvisions_crop_from_the_same_numbers(tv, monkeypatch, options, dtype):
     """Every step of the retry loop is torchvision's: fed the same numbers, the same crop comes out."""
     v2 = tv.transforms.v2
     ours, theirs = RandomIoUCrop(sampler_options=options), v2.RandomIoUCrop(sampler_options=options)
@@ -274,6 +275,8 @@ def test_iou_crop_loop_picks_torchvisions_crop_from_the_same_numbers(tv, monkeyp
             large = torch.tensor([[0.1 * width, 0.2 * height, 0.8 * width, 0.9 * height]])
             sample[1]["boxes"] = type(sample[1]["boxes"])(torch.cat((sample[1]["boxes"], large)),
                                                           format="XYXY", canvas_size=(height, width))
+        sample[1]["boxes"] = type(sample[1]["boxes"])(sample[1]["boxes"].to(dtype), format="XYXY",
+                                                      canvas_size=(height, width))
         replay = Replay(seed)
         drawn = ours.draw_sample(replay.ours(), height, width, TargetSample(sample, TargetLayout()))
         with monkeypatch.context() as patched:
