@@ -113,7 +113,7 @@ class RandomIoUCrop(CanvasOp):
         centre_x = (0.5 * (corners[..., 0] + corners[..., 2])).numpy()  # torch's dtype: float32 for ints
         centre_y = (0.5 * (corners[..., 1] + corners[..., 3])).numpy()
         # integer boxes: their IoU in float32, as torch divides them (exact below 2**24 px of area)
-        corners = corners.numpy() if corners.is_floating_point() else corners.to(torch.float32).numpy()
+        xyxy = corners.numpy() if corners.is_floating_point() else corners.to(torch.float32).numpy()
         reachable = (centre_x > 0) & (centre_x < width) & (centre_y > 0) & (centre_y < height)
         if not bool(reachable.any()) and all(option < 1.0 for option in self.options):
             raise TransformError(f"{self!r} found no box centred inside the {width}x{height} image and has "
@@ -124,7 +124,7 @@ class RandomIoUCrop(CanvasOp):
             if minimal >= 1.0:  # the option that leaves the sample as it is
                 return None
             for _ in range(self.trials):
-                drawn = self._try(rand, height, width, corners, centre_x, centre_y, minimal)
+                drawn = self._try(rand, height, width, xyxy, centre_x, centre_y, minimal)
                 if drawn is not None:
                     return drawn
 
