@@ -63,6 +63,8 @@ def test_reprs_are_torchvisions(tv):
     assert repr(RandomPhotometricDistort((0.5, 1.5), p=0.3)) == \
         repr(v2.RandomPhotometricDistort((0.5, 1.5), p=0.3))
     assert repr(RandomZoomOut()) == repr(v2.RandomZoomOut())
+    assert repr(RandomZoomOut(side_range=[1.0, 2.5], p=0.3)) == \
+        repr(v2.RandomZoomOut(side_range=[1.0, 2.5], p=0.3))
     assert repr(RandomIoUCrop()) == repr(v2.RandomIoUCrop())
     assert repr(RandomIoUCrop(0.5, sampler_options=[0.1, 1.0], trials=7)) == \
         repr(v2.RandomIoUCrop(0.5, sampler_options=[0.1, 1.0], trials=7))

@@ -77,7 +77,8 @@ class RandomZoomOut(CanvasOp):
             raise ValueError(f"Invalid side range provided {side_range}.")
         self.p = float(p)
         self.fill = fill
-        self.side_range = (float(side_range[0]), float(side_range[1]))
+        self.side_range = side_range  # as given, as torchvision keeps it (its repr shows it)
+        self.sides = (float(side_range[0]), float(side_range[1]))
         self.image_fill = fill_for(fill, ("Image", "Tensor"))
         mask_fill = fill_for(fill, ("Mask",))
         self.mask_fill = 0.0 if mask_fill is None else float(mask_fill) \
@@ -87,7 +88,7 @@ class RandomZoomOut(CanvasOp):
                     target: TargetSample | None) -> ZoomOutParams | None:
         if uniform32(rand) >= self.p:  # torchvision applies it when torch.rand(1) < p
             return None
-        low, high = self.side_range  # float32 arithmetic, as torchvision's on its float32 torch.rand
+        low, high = self.sides  # float32 arithmetic, as torchvision's on its float32 torch.rand
         ratio = np.float32(low) + uniform32(rand) * np.float32(high - low)
         canvas_width, canvas_height = times32(width, ratio), times32(height, ratio)
         left = times32(canvas_width - width, uniform32(rand))
