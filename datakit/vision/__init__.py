@@ -78,6 +78,9 @@ _EXPORTS: dict[str, str] = {
     "ScaleJitter": "datakit.vision.random_resize",
     "RandomResize": "datakit.vision.random_resize",
     "FixedSizeCrop": "datakit.vision.fixed_size_crop",
+    "RandomPhotometricDistort": "datakit.vision.ssd.photometric",
+    "RandomZoomOut": "datakit.vision.ssd.zoom_out",
+    "RandomIoUCrop": "datakit.vision.ssd.iou_crop",
 }
 
 __all__ = [
@@ -107,11 +110,14 @@ __all__ = [
     "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomInvert",
+    "RandomIoUCrop",
+    "RandomPhotometricDistort",
     "RandomPosterize",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomSolarize",
     "RandomVerticalFlip",
+    "RandomZoomOut",
     "Recipe",
     "Resize",
     "SampleOp",
@@ -167,6 +173,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from datakit.vision.random_crop import RandomCrop
     from datakit.vision.random_resize import RandomResize, RandomShortestSize, ScaleJitter
     from datakit.vision.recipe import Recipe, compile_recipe
+    from datakit.vision.ssd.iou_crop import RandomIoUCrop
+    from datakit.vision.ssd.photometric import RandomPhotometricDistort
+    from datakit.vision.ssd.zoom_out import RandomZoomOut
     from datakit.vision.transforms import (
         CenterCrop,
         Compose,

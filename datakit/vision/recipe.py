@@ -44,8 +44,10 @@ from datakit.vision.augment.base import BatchOp, SampleOp
 from datakit.vision.conversions import ToDtype, folds_into, is_no_op, passes_through
 from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
+from datakit.vision.ssd.canvas_op import CanvasOp
+from datakit.vision.ssd.flip import BatchedHorizontalFlip
 from datakit.vision.targets.sample import TargetSample
-from datakit.vision.transforms import Compose, Normalize, Transform
+from datakit.vision.transforms import Compose, Normalize, RandomHorizontalFlip, Transform
 
 __all__ = ["Recipe", "Step", "compile_recipe", "run_sample_steps", "run_batch_steps"]
 
@@ -98,8 +100,11 @@ class Recipe:
         Other callables are expected to keep it too (most do: colour, noise,
         blur), so batches still travel through the loader's slots; a batch in
         which one does not is read again the ordinary way (see
-        :attr:`calls_user_code`). None when the fused prefix makes no one size.
+        :attr:`calls_user_code`). None when the fused prefix makes no one size, or when a step
+        changes each sample's size (a :class:`~datakit.vision.ssd.canvas_op.CanvasOp`).
         """
+        if any(isinstance(step.op, CanvasOp) for step in (*self.pixel_steps, *self.float_steps)):
+            return None
         return self.fused.output_shape()
 
     @property
@@ -153,6 +158,8 @@ def compile_recipe(transform: object) -> Recipe | None:
     normalize: Normalize | ToDtype | None = None
     for key in range(prefix, len(kept)):
         position, op = kept[key]
+        if type(op) is RandomHorizontalFlip:  # after a step the decoder cannot fuse: batched
+            op = BatchedHorizontalFlip(op)
         step = Step(key, op)  # keyed on its place among the steps that act (see _acting_steps)
         if isinstance(op, BatchOp):
             batch.append(step)
@@ -244,13 +251,29 @@ def run_sample_steps(steps: Sequence[Step], images: torch.Tensor | list[torch.Te
     for step in steps:
         if isinstance(current, list) and current and _one_shape(current):
             current = torch.stack(current)
-        if step.batched:
+        if isinstance(step.op, CanvasOp):  # changes the size, may read the targets: sample by sample
+            current = _run_canvas(step.op, step.position, current, indices, seed, targets)
+        elif step.batched:
             current = _run_batched(step, current, indices, seed, targets)
         elif targets is not None:
             current = _run_whole(step, current, indices, seed, targets)
         else:
             current = _run_each(step, current, indices, seed)
     return current
+
+
+def _run_canvas(op: CanvasOp, position: int, images: torch.Tensor | list[torch.Tensor],
+                indices: Sequence[int], seed: int | None,
+                targets: Sequence[TargetSample] | None) -> list[torch.Tensor]:
+    """A :class:`CanvasOp` on each sample (and its targets); a ``TransformError`` names the sample."""
+    out = []
+    for place, (sample, index) in enumerate(zip(images, indices, strict=True)):
+        try:
+            out.append(op.run(sample, sample_random(seed, index, position),
+                              None if targets is None else targets[place]))
+        except TransformError as exc:
+            raise TransformError(f"sample {index}: {exc}") from None
+    return out
 
 
 def _one_shape(samples: list[torch.Tensor]) -> bool:
