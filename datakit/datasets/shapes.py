@@ -21,6 +21,7 @@ from datakit.datasets.detection import DetectionTargets
 from datakit.datasets.fields import FieldDecoder, ImageDecoder, LazyMasks
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record
+from datakit.vision.augment.base import SampleOp
 from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout
 
@@ -164,7 +165,7 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
                          "them with the image")
     recipe = fused.recipe
     for step in (*recipe.pixel_steps, *recipe.float_steps):
-        if getattr(step.op, "target_support", "kept") == "unsupported":
-            raise ValueError(f"{step.op!r} moves the pixels but does not move {', '.join(annotated)} yet: "
-                             "it cannot run on these samples (the fused crops, resizes and flips, "
-                             "RandomVerticalFlip and the colour operations can)")
+        if isinstance(step.op, SampleOp) and step.op.target_support == "unsupported":
+            raise ValueError(f"{step.op.target_refusal()}: it cannot run on these samples, which hold "
+                             f"{', '.join(annotated)} (the fused crops, resizes and flips, RandomAffine, "
+                             "RandomRotation, RandomVerticalFlip and the colour operations can)")

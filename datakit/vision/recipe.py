@@ -286,8 +286,7 @@ def _move_targets(op: SampleOp, params: Sequence[Any], canvases: Sequence[tuple[
         return
     for target, draw, canvas in zip(targets, params, canvases, strict=True):
         if op.target_support == "unsupported" and target.annotated:
-            raise TransformError(f"{op!r} moves the pixels but not yet boxes, masks or keypoints: it cannot "
-                                 "run on samples that have them")
+            raise TransformError(f"{op.target_refusal()}: it cannot run on samples that have them")
         target.move(op.target_steps(draw, *canvas), canvas)
 
 

@@ -36,6 +36,7 @@ from datakit.vision.augment.policy_ops import (
     fill_value,
     interpolation_name,
     normal,
+    torchvision_refuses,
 )
 from datakit.vision.randomness import SampleRandom
 
@@ -120,6 +121,9 @@ class _Policy(SampleOp):
             images = apply_step(images, [draws[step] if step < len(draws) else None for draws in steps],
                                 self.interpolation, self.fill)
         return images
+
+    def target_refusal(self) -> str:
+        return torchvision_refuses(type(self).__name__)
 
     def _arguments(self) -> str:
         return f"interpolation={self.interpolation!r}, fill={self.fill!r}"

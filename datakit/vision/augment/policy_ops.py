@@ -45,7 +45,7 @@ from datakit.vision.kernels.colour import (
 from datakit.vision.randomness import SampleRandom
 
 __all__ = ["OpDraw", "Ramp", "SPACES", "Fill", "magnitude_at", "normal", "draw_magnitude", "draw_op",
-           "apply_op", "apply_step", "interpolation_name", "fill_value"]
+           "apply_op", "apply_step", "interpolation_name", "fill_value", "torchvision_refuses"]
 
 Fill = float | Sequence[float] | None
 
@@ -267,3 +267,12 @@ def fill_value(fill: Any) -> Fill:
     if isinstance(fill, Sequence) and all(isinstance(value, (int, float)) for value in fill):
         return [float(value) for value in fill]
     raise TypeError(f"fill must be None, a number or a sequence of numbers, not {fill!r}")
+
+
+def torchvision_refuses(name: str) -> str:
+    """Why the policy ``name`` refuses samples with boxes, masks or keypoints: torchvision v2's policies
+    (``_AutoAugmentBase``) raise ``TypeError: Inputs of type BoundingBoxes are not supported by
+    RandAugment()`` for them, and datakit keeps torchvision's semantics rather than invent its own."""
+    return (f"{name} does not move boxes, masks or keypoints, as torchvision v2's {name} refuses them "
+            f"(\"Inputs of type BoundingBoxes are not supported by {name}()\"); RandomAffine and "
+            "RandomRotation move them")
