@@ -274,5 +274,4 @@ def torchvision_refuses(name: str) -> str:
     (``_AutoAugmentBase``) raise ``TypeError: Inputs of type BoundingBoxes are not supported by
     RandAugment()`` for them, and datakit keeps torchvision's semantics rather than invent its own."""
     return (f"{name} does not move boxes, masks or keypoints, as torchvision v2's {name} refuses them "
-            f"(\"Inputs of type BoundingBoxes are not supported by {name}()\"); RandomAffine and "
-            "RandomRotation move them")
+            f"(\"Inputs of type BoundingBoxes are not supported by {name}()\")")
