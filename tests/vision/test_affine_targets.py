@@ -286,3 +286,72 @@ def test_a_fill_per_channel_cannot_fill_masks(tv, store):
         boxes_only = datakit.LMDBDataset(store, fields=["image", "boxes"], transforms=T.Compose(
             [T.Resize(32), T.RandomRotation(30, fill=(1, 2, 3))]))
         assert boxes_only[0]["boxes"].shape[-1] == 4
+
+
+GEOMETRIC = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
+
+
+def policy_reference(tv: Any, theirs: Any, sample: dict[str, Any], draws: Any) -> dict[str, Any]:
+    """torchvision's own policy code (``_apply_image_or_video_transform``, which calls ``F.affine`` or
+    ``F.rotate``) on each of the sample's torchvision types in turn: every operation on the image, the
+    geometric ones on the targets too."""
+    from datakit.vision.augment.policy_ops import OpDraw
+
+    steps = (draws,) if isinstance(draws, OpDraw) else tuple(draws)
+    for draw in steps:
+        if draw is None:
+            continue
+        sample = {key: theirs._apply_image_or_video_transform(
+            value, draw.op, draw.magnitude, theirs.interpolation, theirs._fill)
+            if isinstance(value, tv.tv_tensors.TVTensor) and (key == "image" or draw.op in GEOMETRIC)
+            else value for key, value in sample.items()}
+    return sample
+
+
+@pytest.mark.parametrize("size", [(48, 64), (40, 40)])
+def test_the_policies_geometric_operations_move_targets_as_torchvisions_policy_code(tv, size):
+    from datakit.vision.augment.policy_ops import OpDraw
+
+    v2 = tv.transforms.v2
+    policies = [(T.RandAugment(move_targets=True), v2.RandAugment()),
+                (T.TrivialAugmentWide(fill=5, move_targets=True), v2.TrivialAugmentWide(fill=5))]
+    for number, (ours, theirs) in enumerate(policies):
+        for index, op in enumerate(GEOMETRIC):
+            for sign in (1.0, -1.0):
+                magnitude = sign * {"ShearX": 0.3, "ShearY": 0.25, "Rotate": 100.0}.get(op, 13.7)
+                draw = OpDraw(op, magnitude)
+                sample = torchvision_sample(tv, size, 10 * number + index)
+                expected = policy_reference(tv, theirs, sample, draw)
+                moved = _moved(ours, draw, sample, size)
+                pixels = sample["image"].as_subclass(torch.Tensor)[None].clone()
+                moved["image"] = ours.apply_batch(pixels, [draw])[0]
+                _assert_same(tv, moved, expected, (number, op, sign))
+                assert not torch.equal(moved["boxes"], sample["boxes"])  # the control: they moved
+    assert T.RandAugment().target_steps((OpDraw("Rotate", 30.0),), *size)  # refused by default, all the same
+    assert T.RandAugment().target_support == "unsupported"
+
+
+@pytest.mark.parametrize("name", ["rand_augment", "trivial_augment", "auto_augment_svhn"])
+def test_policies_moving_targets_on_a_field_store_match_torchvision_sample_by_sample(tv, store, name):
+    v2 = tv.transforms.v2
+    ours, theirs = {
+        "rand_augment": (T.RandAugment(num_ops=3, magnitude=12, move_targets=True),
+                         v2.RandAugment(num_ops=3, magnitude=12)),
+        "trivial_augment": (T.TrivialAugmentWide(move_targets=True), v2.TrivialAugmentWide()),
+        "auto_augment_svhn": (T.AutoAugment("svhn", move_targets=True),
+                              v2.AutoAugment(v2.AutoAugmentPolicy.SVHN)),
+    }[name]
+    plain = datakit.LMDBDataset(store, output="tensor")
+    moved = datakit.LMDBDataset(store, transforms=T.Compose([T.Resize(56), T.RandomCrop(48), ours]))
+    geometric = 0
+    for epoch in range(2):
+        with epoch_seed_set(epoch, 0):
+            for index in range(COUNT):
+                sample, bound = reference(tv, [(T.Resize(56), None), (T.RandomCrop(48), None)],
+                                          as_torchvision(tv, plain[index]), index)
+                draws = ours.draw(SampleRandom(mix_seed(epoch_seed(), index, 3)), 48, 48)
+                expected = policy_reference(tv, theirs, sample, draws)
+                assert_like(tv, moved[index], expected, index, bound)
+                geometric += any(draw is not None and draw.op in GEOMETRIC
+                                 for draw in ((draws,) if hasattr(draws, "op") else draws))
+    assert geometric >= 3  # the control: geometric operations were drawn

@@ -33,7 +33,7 @@ from datakit.vision.augment.base import SampleOp, as_image_batch
 from datakit.vision.augment.rows import apply_to_rows
 from datakit.vision.kernels import affine as kernels
 from datakit.vision.randomness import SampleRandom
-from datakit.vision.targets.affine import Affine
+from datakit.vision.targets.affine import Affine, mask_fill
 from datakit.vision.targets.steps import Step, VerticalFlip
 
 __all__ = ["RandomVerticalFlip", "RandomRotation", "RandomAffine", "AffineParams"]
@@ -92,16 +92,6 @@ def _fill(fill: Any) -> Fill:
     if isinstance(fill, dict):
         raise TypeError("datakit's geometric operations take one fill for images, not a dict by type")
     raise TypeError("Got inappropriate fill arg, only Numbers, tuples, lists and dicts are allowed.")
-
-
-def _mask_fill(fill: Fill) -> float | None:
-    """The masks' fill for the operation's: its one number (zeros for None); None for one per channel,
-    which masks cannot take (torchvision fails on it too)."""
-    if fill is None:
-        return 0.0
-    if isinstance(fill, float):
-        return fill
-    return float(fill[0]) if len(fill) == 1 else None
 
 
 def _center(center: Any) -> tuple[float, float] | None:
@@ -168,7 +158,7 @@ class RandomRotation(SampleOp):
     def target_steps(self, params: Any, height: int, width: int) -> tuple[Step, ...]:
         if params is None:
             return ()
-        return (Affine.rotate(float(params), self.center, _mask_fill(self.fill)),)
+        return (Affine.rotate(float(params), self.center, mask_fill(self.fill)),)
 
     def apply_batch(self, images: torch.Tensor, params: Sequence[Any]) -> torch.Tensor:
         images = _checked(images, params, "RandomRotation")
@@ -245,7 +235,7 @@ class RandomAffine(SampleOp):
         if params is None:
             return ()
         return (Affine(params.angle, (float(params.translate[0]), float(params.translate[1])), params.scale,
-                       params.shear, self.center, _mask_fill(self.fill)),)
+                       params.shear, self.center, mask_fill(self.fill)),)
 
     def apply_batch(self, images: torch.Tensor, params: Sequence[Any]) -> torch.Tensor:
         images = _checked(images, params, "RandomAffine")

@@ -21,6 +21,7 @@ and the mask's values, of any dtype, are gathered through it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +32,18 @@ from datakit.vision.targets import boxes as box_ops
 from datakit.vision.targets.boxes import Canvas
 from datakit.vision.targets.steps import Step
 
-__all__ = ["Affine", "forward_matrix", "affine_boxes", "affine_keypoints", "warp_mask"]
+__all__ = ["Affine", "forward_matrix", "affine_boxes", "affine_keypoints", "warp_mask", "mask_fill"]
+
+
+def mask_fill(fill: float | Sequence[float] | None) -> float | None:
+    """The masks' fill for an operation's image ``fill``: its one number (zeros for None), as torchvision
+    gives masks the same fill; None for one number per channel, which masks cannot take (torchvision
+    fails on it too)."""
+    if fill is None:
+        return 0.0
+    if isinstance(fill, (int, float)):
+        return float(fill)
+    return float(fill[0]) if len(fill) == 1 else None
 
 
 def forward_matrix(center: tuple[float, float], angle: float, translate: tuple[float, float], scale: float,
