@@ -266,7 +266,7 @@ def _run_batched(step: Step, images: torch.Tensor | list[torch.Tensor], indices:
     if isinstance(images, torch.Tensor):
         height, width = int(images.shape[-2]), int(images.shape[-1])
         params = [op.draw(sample_random(seed, index, step.position), height, width) for index in indices]
-        _move_targets(op, params, [(height, width)] * len(params), targets)
+        _move_targets(op, params, [(height, width)] * len(params), targets, indices)
         return op.apply_batch(images, params)
     out, draws, canvases = [], [], []
     for sample, index in zip(images, indices, strict=True):  # samples of several sizes: one at a time
@@ -275,19 +275,23 @@ def _run_batched(step: Step, images: torch.Tensor | list[torch.Tensor], indices:
         out.append(op.apply_batch(sample.unsqueeze(0), [draw])[0])
         draws.append(draw)
         canvases.append((height, width))
-    _move_targets(op, draws, canvases, targets)
+    _move_targets(op, draws, canvases, targets, indices)
     return out
 
 
 def _move_targets(op: SampleOp, params: Sequence[Any], canvases: Sequence[tuple[int, int]],
-                  targets: Sequence[TargetSample] | None) -> None:
-    """Each sample's targets through the steps of its draw (the extension point of geometric operations)."""
+                  targets: Sequence[TargetSample] | None, indices: Sequence[int]) -> None:
+    """Each sample's targets through the steps of its draw (the extension point of geometric operations);
+    a target that cannot move raises a TransformError naming the sample (its index) and the operation."""
     if targets is None or op.target_support == "kept":
         return
-    for target, draw, canvas in zip(targets, params, canvases, strict=True):
+    for target, draw, canvas, index in zip(targets, params, canvases, indices, strict=True):
         if op.target_support == "unsupported" and target.annotated:
             raise TransformError(f"{op.target_refusal()}: it cannot run on samples that have them")
-        target.move(op.target_steps(draw, *canvas), canvas)
+        try:
+            target.move(op.target_steps(draw, *canvas), canvas)
+        except TransformError as exc:
+            raise TransformError(f"sample {index}, {type(op).__name__}: {exc}") from None
 
 
 def _run_whole(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],

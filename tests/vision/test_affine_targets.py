@@ -30,7 +30,7 @@ from datakit.vision.targets import boxes as B
 from datakit.vision.targets.affine import Affine
 from datakit.vision.targets.steps import move_boxes
 from tests.target_stores import SIZES, field_store
-from tests.vision.test_targets_fused import as_torchvision, assert_like, each, epoch_of
+from tests.vision.test_targets_fused import as_torchvision, assert_like, each, epoch_of, same_samples
 from tests.vision.test_targets_primitives import (
     CANVAS,
     DTYPES,
@@ -246,23 +246,28 @@ def test_pipelines_on_a_field_store_move_targets_as_torchvision(tv, store, name)
             assert_like(tv, moved[index], theirs, index, bound)
 
 
-def test_samples_are_the_same_with_0_and_2_workers(tv, store):
-    def epoch(workers: int) -> list[Any]:
+def test_samples_are_the_same_with_0_and_2_workers_and_after_a_resume(tv, store):
+    def loader(workers: int, seed: int = 5) -> datakit.DataLoader:
         pipeline = T.Compose([T.Resize(50), T.RandomAffine(20, translate=(0.1, 0.1), shear=5),
-                              T.RandomRotation(90)])
+                              T.RandomRotation(90), T.TrivialAugmentWide(move_targets=True)])
         dataset = datakit.LMDBDataset(store, target_format="torchvision-detection", target_keys="all",
                                       transforms=pipeline)
-        loader = datakit.DataLoader(dataset, batch_size=3, shuffle=True, num_workers=workers,
-                                    generator=torch.Generator().manual_seed(5),
-                                    collate_fn=datakit.detection_collate)
-        return epoch_of(loader)
+        return datakit.DataLoader(dataset, batch_size=3, shuffle=True, num_workers=workers,
+                                  generator=torch.Generator().manual_seed(seed),
+                                  collate_fn=datakit.detection_collate)
 
-    alone = epoch(0)
+    alone = epoch_of(loader(0))
     assert len(alone) == COUNT
-    for (image, target), (other_image, other) in zip(alone, epoch(2), strict=True):
-        assert torch.equal(image, other_image)
-        for key in ("boxes", "masks"):
-            assert torch.equal(target[key], other[key]), key
+    same_samples(epoch_of(loader(2)), alone)
+    interrupted = loader(2)
+    seen = []
+    for batch in interrupted:
+        seen += list(zip(*batch, strict=True))
+        state = interrupted.state_dict()
+        break
+    resumed = loader(0, seed=99)
+    resumed.load_state_dict(state)
+    same_samples(seen + epoch_of(resumed), alone)
 
 
 def test_the_policies_are_refused_with_targets_as_torchvision_refuses_them(tv, store):
@@ -281,7 +286,7 @@ def test_a_fill_per_channel_cannot_fill_masks(tv, store):
     coloured = datakit.LMDBDataset(store, transforms=T.Compose([T.Resize(32), T.RandomRotation(30,
                                                                                            fill=(1, 2, 3))]))
     with epoch_seed_set(1, 0):
-        with pytest.raises(TransformError, match="masks are filled with one value"):
+        with pytest.raises(TransformError, match="sample 0, RandomRotation: masks are filled with one value"):
             coloured[0]
         boxes_only = datakit.LMDBDataset(store, fields=["image", "boxes"], transforms=T.Compose(
             [T.Resize(32), T.RandomRotation(30, fill=(1, 2, 3))]))
