@@ -126,6 +126,15 @@ def test_masks_warp_as_torchvisions_with_their_fill(TF, tv, square):
         Affine(10.0, fill=None).move_masks(masks)
 
 
+def test_empty_targets_stay_empty_as_in_torchvision(TF, tv):
+    step, canvas = Affine(20.0, (3, 1), 1.2, (5.0, 0.0)), (20, 30)
+    masks = torch.zeros(0, *canvas, dtype=torch.uint8)
+    theirs = TF.affine(tv.tv_tensors.Mask(masks), angle=20.0, translate=[3, 1], scale=1.2, shear=[5.0, 0.0])
+    assert torch.equal(step.move_masks(masks), theirs.as_subclass(torch.Tensor))
+    assert step.move_boxes(torch.zeros(0, 4), "XYWH", canvas, "soft").shape == (0, 4)
+    assert step.move_keypoints(torch.zeros(0, 3, 2), canvas).shape == (0, 3, 2)
+
+
 def torchvision_sample(tv: Any, size: tuple[int, int], seed: int) -> dict[str, Any]:
     """A sample of torchvision's types: an image, boxes, instance masks, a label map, keypoints."""
     generator = torch.Generator().manual_seed(seed)
