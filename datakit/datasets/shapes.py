@@ -22,6 +22,7 @@ from datakit.datasets.fields import FieldDecoder, ImageDecoder, LazyMasks
 from datakit.format.fields.base import FieldSpec
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record
+from datakit.vision.augment.base import SampleOp
 from datakit.vision.fused_decode.plan import fused_only
 from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout
@@ -188,10 +189,13 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
                          "them with the image")
     recipe = fused.recipe
     for step in (*recipe.pixel_steps, *recipe.float_steps):
-        if getattr(step.op, "target_support", "kept") == "unsupported":
-            raise ValueError(f"{step.op!r} moves the pixels but does not move {', '.join(annotated)} yet: "
-                             "it cannot run on these samples (the fused crops, resizes and flips, "
-                             "RandomVerticalFlip and the colour operations can)")
+        op = step.op
+        if getattr(op, "target_support", "kept") == "unsupported":
+            refusal = op.target_refusal() if isinstance(op, SampleOp) else \
+                f"{op!r} moves the pixels but not yet boxes, masks or keypoints"
+            raise ValueError(f"{refusal}: it cannot run on these samples, which hold "
+                             f"{', '.join(annotated)} (the fused crops, resizes and flips, RandomAffine, "
+                             "RandomRotation, RandomVerticalFlip and the colour operations can)")
 
 
 def _check_fused_prefix(fused: FusedPipeline) -> None:

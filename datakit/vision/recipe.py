@@ -305,17 +305,16 @@ def _run_batched(step: Step, images: torch.Tensor | list[torch.Tensor], indices:
 def _move_targets(op: SampleOp, params: Sequence[Any], canvases: Sequence[tuple[int, int]],
                   targets: Sequence[TargetSample] | None, indices: Sequence[int]) -> None:
     """Each sample's targets through the steps of its draw (the extension point of geometric operations);
-    a ``TransformError`` names the sample."""
+    a target that cannot move raises a TransformError naming the sample (its index) and the operation."""
     if targets is None or op.target_support == "kept":
         return
     for target, draw, canvas, index in zip(targets, params, canvases, indices, strict=True):
         if op.target_support == "unsupported" and target.annotated:
-            raise TransformError(f"{op!r} moves the pixels but not yet boxes, masks or keypoints: it cannot "
-                                 "run on samples that have them")
+            raise TransformError(f"{op.target_refusal()}: it cannot run on samples that have them")
         try:
             target.move(op.target_steps(draw, *canvas), canvas)
         except TransformError as exc:
-            raise TransformError(f"sample {index}: {exc}") from None
+            raise TransformError(f"sample {index}, {type(op).__name__}: {exc}") from None
 
 
 def _run_whole(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],

@@ -292,8 +292,10 @@ def test_samples_are_the_same_with_0_1_2_workers_and_after_a_resume(tv, store):
 def test_what_cannot_move_targets_is_refused_naming_it(tv, store):
     with pytest.raises(ValueError, match="pass it as transforms="):
         datakit.LMDBDataset(store, transform=T.Compose([T.RandomResizedCrop(32)]))
-    with pytest.raises(ValueError, match=r"RandomAffine\(degrees.*does not move boxes, masks, keypoints"):
-        datakit.LMDBDataset(store, transforms=T.Compose([T.RandomResizedCrop(32), T.RandomAffine(10)]))
+    with pytest.raises(ValueError, match=r"RandomChoice\(.*does not move boxes, masks or keypoints yet.*"
+                                         r"masks, keypoints"):
+        datakit.LMDBDataset(store, transforms=T.Compose([T.RandomResizedCrop(32),
+                                                         T.RandomChoice([T.RandomAffine(10), T.AugMix()])]))
     with pytest.raises(ValueError, match="TrivialAugmentWide"):
         datakit.LMDBDataset(store, transforms=T.Compose([T.Resize(32), T.TrivialAugmentWide()]))
     with pytest.raises(ValueError, match="MixUp.*whole samples"):

@@ -29,6 +29,7 @@ from datakit.vision.augment.policy_ops import (
     fill_value,
     interpolation_name,
     normal,
+    torchvision_refuses,
 )
 from datakit.vision.randomness import SampleRandom
 
@@ -147,6 +148,9 @@ class AugMix(SampleOp):
                                 for draw in draws], self.interpolation, self.fill)
             chains.append(augmented)
         return _mixed(images, chains, mix[:, 0], weights)
+
+    def target_refusal(self) -> str:
+        return torchvision_refuses("AugMix")
 
     def __repr__(self) -> str:
         return (f"AugMix(severity={self.severity}, mixture_width={self.mixture_width}, "

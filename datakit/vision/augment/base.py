@@ -78,6 +78,11 @@ class SampleOp(Transform):
         """
         return ()
 
+    def target_refusal(self) -> str:
+        """Why the operation, ``target_support == "unsupported"``, refuses samples with boxes, masks or
+        keypoints: the start of the error's message."""
+        return f"{self!r} moves the pixels but does not move boxes, masks or keypoints yet"
+
     def draw(self, rand: SampleRandom, height: int, width: int) -> Any:
         """One sample's parameters for an image of ``height`` x ``width``, drawn from ``rand``.
 

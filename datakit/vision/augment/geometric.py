@@ -10,6 +10,12 @@ over ``+-fraction * size`` and rounded half to even to whole pixels, as
 :mod:`datakit.vision.kernels.affine`, which follows torchvision's tensor path
 exactly (its PIL path rounds differently).
 
+All three move a sample's boxes, masks and keypoints (``target_support =
+"moved"``): each draw gives one step, a :class:`~datakit.vision.targets.affine.Affine`
+warp (torchvision's ``affine``, or its ``rotate`` for ``RandomRotation``) or
+a vertical flip, which the targets follow as torchvision's kernels move
+them; masks take the operation's fill when it is one number.
+
 ``RandomRotation(expand=True)`` is refused: it changes the image's size, so
 its samples no longer fit one batch.
 """
@@ -27,6 +33,7 @@ from datakit.vision.augment.base import SampleOp, as_image_batch
 from datakit.vision.augment.rows import apply_to_rows
 from datakit.vision.kernels import affine as kernels
 from datakit.vision.randomness import SampleRandom
+from datakit.vision.targets.affine import Affine, mask_fill
 from datakit.vision.targets.steps import Step, VerticalFlip
 
 __all__ = ["RandomVerticalFlip", "RandomRotation", "RandomAffine", "AffineParams"]
@@ -143,8 +150,15 @@ class RandomRotation(SampleOp):
         self.center = _center(center)
         self.fill = _fill(fill)
 
+    target_support = "moved"
+
     def draw(self, rand: SampleRandom, height: int, width: int) -> float:
         return rand.uniform(self.degrees[0], self.degrees[1])
+
+    def target_steps(self, params: Any, height: int, width: int) -> tuple[Step, ...]:
+        if params is None:
+            return ()
+        return (Affine.rotate(float(params), self.center, mask_fill(self.fill)),)
 
     def apply_batch(self, images: torch.Tensor, params: Sequence[Any]) -> torch.Tensor:
         images = _checked(images, params, "RandomRotation")
@@ -214,6 +228,14 @@ class RandomAffine(SampleOp):
             shear_x = rand.uniform(self.shear[0], self.shear[1])
             shear = (shear_x, rand.uniform(self.shear[2], self.shear[3]) if len(self.shear) == 4 else 0.0)
         return AffineParams(angle, shift, factor, shear)
+
+    target_support = "moved"
+
+    def target_steps(self, params: Any, height: int, width: int) -> tuple[Step, ...]:
+        if params is None:
+            return ()
+        return (Affine(params.angle, (float(params.translate[0]), float(params.translate[1])), params.scale,
+                       params.shear, self.center, mask_fill(self.fill)),)
 
     def apply_batch(self, images: torch.Tensor, params: Sequence[Any]) -> torch.Tensor:
         images = _checked(images, params, "RandomAffine")

@@ -36,8 +36,11 @@ from datakit.vision.augment.policy_ops import (
     fill_value,
     interpolation_name,
     normal,
+    op_steps,
+    torchvision_refuses,
 )
 from datakit.vision.randomness import SampleRandom
+from datakit.vision.targets.steps import Step
 
 __all__ = ["AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide"]
 
@@ -104,25 +107,49 @@ _SUB_POLICIES: dict[AutoAugmentPolicy, tuple[SubPolicy, ...]] = {
 
 
 class _Policy(SampleOp):
-    """What the policies share: interpolation and fill, and the step-by-step batched application."""
+    """What the policies share: interpolation and fill, the step-by-step batched application, and
+    ``move_targets``.
 
-    def __init__(self, interpolation: Any, fill: Any) -> None:
+    torchvision v2's policies refuse samples with boxes, masks or keypoints
+    (``TypeError``), and so do these by default (``target_support`` is
+    ``"unsupported"``). ``move_targets=True`` is datakit's extension: each
+    sample's ShearX/Y, TranslateX/Y and Rotate move its targets as
+    torchvision's ``affine`` and ``rotate`` (the calls its policies make for
+    the image) move them, and the colour operations keep them.
+    """
+
+    def __init__(self, interpolation: Any, fill: Any, move_targets: bool = False) -> None:
         self.interpolation = interpolation_name(interpolation)
         self.fill = fill_value(fill)
+        self.move_targets = bool(move_targets)
+        self.target_support = "moved" if self.move_targets else "unsupported"
+
+    def target_steps(self, params: Any, height: int, width: int) -> tuple[Step, ...]:
+        """Each drawn operation's steps in turn (:func:`~.policy_ops.op_steps`), with ``move_targets``."""
+        return tuple(step for draw in _steps(params) for step in op_steps(draw, self.fill))
 
     def apply_batch(self, images: torch.Tensor, params: Sequence[Any]) -> torch.Tensor:
         images = as_image_batch(images, type(self).__name__)
         if len(params) != images.shape[0]:
             raise ValueError(f"{type(self).__name__}: {len(params)} draws for a batch of {images.shape[0]}")
-        steps = [() if draws is None else (draws,) if isinstance(draws, OpDraw) else tuple(draws)
-                 for draws in params]
+        steps = [_steps(draws) for draws in params]
         for step in range(max((len(draws) for draws in steps), default=0)):
             images = apply_step(images, [draws[step] if step < len(draws) else None for draws in steps],
                                 self.interpolation, self.fill)
         return images
 
+    def target_refusal(self) -> str:
+        return (f"{torchvision_refuses(type(self).__name__)}; move_targets=True moves them with its shears, "
+                "translations and rotations (datakit's extension)")
+
     def _arguments(self) -> str:
-        return f"interpolation={self.interpolation!r}, fill={self.fill!r}"
+        moved = ", move_targets=True" if self.move_targets else ""
+        return f"interpolation={self.interpolation!r}, fill={self.fill!r}{moved}"
+
+
+def _steps(draws: Any) -> tuple[OpDraw | None, ...]:
+    """A sample's draw as its steps in order: an ``OpDraw``, a tuple of them (or of None), or None."""
+    return () if draws is None else (draws,) if isinstance(draws, OpDraw) else tuple(draws)
 
 
 class AutoAugment(_Policy):
@@ -135,13 +162,14 @@ class AutoAugment(_Policy):
         interpolation: ``"nearest"`` or ``"bilinear"`` (or torchvision's ``InterpolationMode``).
         fill: the value of pixels moved in from outside by shears, translations and rotations:
             None (zeros), one number, or one per channel.
+        move_targets: move boxes, masks and keypoints (datakit's extension; torchvision refuses them).
 
     ``draw`` returns two steps, each an ``OpDraw`` or None where its probability did not fire.
     """
 
     def __init__(self, policy: Any = AutoAugmentPolicy.IMAGENET, interpolation: Any = "nearest",
-                 fill: Any = None) -> None:
-        super().__init__(interpolation, fill)
+                 fill: Any = None, move_targets: bool = False) -> None:
+        super().__init__(interpolation, fill, move_targets)
         try:
             self.policy = AutoAugmentPolicy(getattr(policy, "value", policy))
         except ValueError:
@@ -176,13 +204,15 @@ class RandAugment(_Policy):
             ``Normal(magnitude, magnitude_std)`` clipped to ``[0, num_magnitude_bins - 1]``, and its
             magnitude read off the operation's straight ramp at that fractional bin (rounded for
             Posterize's bits). The default 0 is torchvision's RandAugment exactly.
+        move_targets: move boxes, masks and keypoints (datakit's extension; torchvision refuses them).
 
     ``draw`` returns a tuple of ``num_ops`` ``OpDraw``.
     """
 
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
-                 interpolation: Any = "nearest", fill: Any = None, magnitude_std: float = 0.0) -> None:
-        super().__init__(interpolation, fill)
+                 interpolation: Any = "nearest", fill: Any = None, magnitude_std: float = 0.0,
+                 move_targets: bool = False) -> None:
+        super().__init__(interpolation, fill, move_targets)
         if not isinstance(num_ops, int) or num_ops < 0:
             raise ValueError(f"num_ops should be a non-negative integer, but got {num_ops} instead.")
         if not isinstance(num_magnitude_bins, int) or num_magnitude_bins < 2:
@@ -221,13 +251,14 @@ class TrivialAugmentWide(_Policy):
         num_magnitude_bins: how many magnitudes each operation's ramp has (>= 2).
         interpolation: ``"nearest"`` or ``"bilinear"`` (or torchvision's ``InterpolationMode``).
         fill: None (zeros), one number, or one per channel, for pixels moved in from outside.
+        move_targets: move boxes, masks and keypoints (datakit's extension; torchvision refuses them).
 
     ``draw`` returns one ``OpDraw``.
     """
 
     def __init__(self, num_magnitude_bins: int = 31, interpolation: Any = "nearest",
-                 fill: Any = None) -> None:
-        super().__init__(interpolation, fill)
+                 fill: Any = None, move_targets: bool = False) -> None:
+        super().__init__(interpolation, fill, move_targets)
         if not isinstance(num_magnitude_bins, int) or num_magnitude_bins < 2:
             raise ValueError(f"num_magnitude_bins must be an integer >= 2, not {num_magnitude_bins!r}")
         self.num_magnitude_bins = num_magnitude_bins

@@ -43,9 +43,11 @@ from datakit.vision.kernels.colour import (
     solarize,
 )
 from datakit.vision.randomness import SampleRandom
+from datakit.vision.targets.affine import Affine, mask_fill
+from datakit.vision.targets.steps import Step
 
 __all__ = ["OpDraw", "Ramp", "SPACES", "Fill", "magnitude_at", "normal", "draw_magnitude", "draw_op",
-           "apply_op", "apply_step", "interpolation_name", "fill_value"]
+           "apply_op", "apply_step", "interpolation_name", "fill_value", "torchvision_refuses", "op_steps"]
 
 Fill = float | Sequence[float] | None
 
@@ -267,3 +269,31 @@ def fill_value(fill: Any) -> Fill:
     if isinstance(fill, Sequence) and all(isinstance(value, (int, float)) for value in fill):
         return [float(value) for value in fill]
     raise TypeError(f"fill must be None, a number or a sequence of numbers, not {fill!r}")
+
+
+def torchvision_refuses(name: str) -> str:
+    """Why the policy ``name`` refuses samples with boxes, masks or keypoints: torchvision v2's policies
+    (``_AutoAugmentBase``) raise ``TypeError: Inputs of type BoundingBoxes are not supported by
+    RandAugment()`` for them, and datakit keeps torchvision's semantics rather than invent its own."""
+    return (f"{name} does not move boxes, masks or keypoints, as torchvision v2's {name} refuses them "
+            f"(\"Inputs of type BoundingBoxes are not supported by {name}()\")")
+
+
+def op_steps(draw: OpDraw | None, fill: Fill) -> tuple[Step, ...]:
+    """The geometric steps of one drawn operation, for its boxes, masks and keypoints: the ``affine`` or
+    ``rotate`` call torchvision's ``_apply_image_or_video_transform`` makes for the image (shears about
+    the corner ``(0, 0)``, translations by whole pixels, rotations about the centre); none for the
+    colour operations, Identity and a step that did not fire. Masks take ``fill`` when it is one number."""
+    if draw is None:
+        return ()
+    masks = mask_fill(fill)
+    if draw.op in ("ShearX", "ShearY"):
+        degrees = math.degrees(math.atan(draw.magnitude))
+        shear = (degrees, 0.0) if draw.op == "ShearX" else (0.0, degrees)
+        return (Affine(shear=shear, center=(0.0, 0.0), fill=masks),)
+    if draw.op in ("TranslateX", "TranslateY"):
+        pixels = float(int(draw.magnitude))
+        return (Affine(translate=(pixels, 0.0) if draw.op == "TranslateX" else (0.0, pixels), fill=masks),)
+    if draw.op == "Rotate":
+        return (Affine.rotate(draw.magnitude, fill=masks),)
+    return ()
