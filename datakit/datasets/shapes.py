@@ -24,9 +24,12 @@ from datakit.format.records import Record
 from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout
 
-__all__ = ["TARGET_FORMATS", "FieldSamples", "field_samples", "check_field_transforms", "no_image"]
+__all__ = ["TARGET_FORMATS", "PER_BOX_KEYS", "FieldSamples", "field_samples", "check_field_transforms",
+           "no_image"]
 
 TARGET_FORMATS = ("torchvision-detection",)
+PER_BOX_KEYS = ("labels", "iscrowd", "area", "bbox", "category_id")
+"""The keys of a detection target that hold one value per box (what mixing keeps aligned with them)."""
 
 
 class FieldSamples:
@@ -101,12 +104,17 @@ class FieldSamples:
         a ``datakit.vision`` pipeline moves when torchvision's types are not there to say it)."""
         if self.detection is not None:
             masks = ("masks",) if self.detection.masks is not None and "masks" in self.detection.keys else ()
-            return TargetLayout(None, {"boxes": "XYXY"}, masks)
+            per_box = tuple(key for key in PER_BOX_KEYS if key in self.detection.keys)
+            return TargetLayout(None, {"boxes": "XYXY"}, masks, per_box=per_box)
         specs = self.decoder.specs
+        aligned: list[str] = [name for spec in specs if spec.type == "boxes"
+                              for name in ([spec.options["labels"]] if spec.options["labels"] else [])
+                              + list(spec.options["extras"])]
+        aligned += [f"{spec.name}_visibility" for spec in specs if spec.type == "keypoints"]
         return TargetLayout(self.image_key, {spec.name: spec.options["format"] for spec in specs
                                              if spec.type == "boxes"},
                             tuple(spec.name for spec in specs if spec.type == "masks"),
-                            tuple(spec.name for spec in specs if spec.type == "keypoints"))
+                            tuple(spec.name for spec in specs if spec.type == "keypoints"), tuple(aligned))
 
     def annotated(self) -> list[str]:
         """The fields of these samples that lie on the image: boxes, masks, keypoints."""
@@ -138,8 +146,13 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
             ``transform`` for samples with boxes, masks or keypoints (it moves
             the image alone, and they would no longer frame what they framed);
             as ``transforms`` (``whole``), a pipeline with a geometric
-            operation that does not move them yet, or with MixUp/CutMix.
+            operation that does not move them yet, or with the classification
+            MixUp/CutMix; as ``transform``, Mosaic or the detection MixUp/CutMix.
     """
+    if not whole and fused is not None and fused.recipe.mixes_samples:
+        raise ValueError("Mosaic and the detection MixUp/CutMix build each sample from several whole "
+                         "samples, boxes along: give the datakit.vision pipeline as transforms=, not "
+                         "transform=")
     if whole and fused is not None and fused.recipe.batch_steps:
         names = ", ".join(repr(step.op) for step in fused.recipe.batch_steps)
         raise ValueError(f"{names} mixes batches of (images, labels); with transforms= a datakit.vision "

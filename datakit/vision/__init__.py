@@ -71,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "RandomResizedCrop": "datakit.vision.transforms",
     "Resize": "datakit.vision.transforms",
     "Transform": "datakit.vision.transforms",
+    "Mosaic": "datakit.vision.detection_mixing.mosaic",
 }
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "GaussianBlur",
     "InterpolationMode",
     "MixUp",
+    "Mosaic",
     "Normalize",
     "PILToTensor",
     "RandAugment",
@@ -142,6 +144,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TrivialAugmentWide,
     )
     from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
+    from datakit.vision.detection_mixing.mosaic import Mosaic
     from datakit.vision.fused_decode.decoder import FusedDecoder
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
     from datakit.vision.random_crop import RandomCrop

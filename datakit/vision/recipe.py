@@ -42,6 +42,7 @@ import torch
 from datakit.errors import TransformError
 from datakit.vision.augment.base import BatchOp, SampleOp
 from datakit.vision.conversions import ToDtype, folds_into, is_no_op, passes_through
+from datakit.vision.detection_mixing.base import SamplesOp
 from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.targets.sample import TargetSample
@@ -66,6 +67,12 @@ class Step:
     def batched(self) -> bool:
         """Whether the step runs over whole batches (a :class:`SampleOp`), not sample by sample."""
         return isinstance(self.op, SampleOp)
+
+    @property
+    def mixes_samples(self) -> bool:
+        """Whether the step builds each sample from several whole samples of the batch (Mosaic,
+        detection MixUp and CutMix: :mod:`datakit.vision.detection_mixing`)."""
+        return isinstance(self.op, SamplesOp)
 
 
 @dataclass(frozen=True)
@@ -98,9 +105,15 @@ class Recipe:
         Other callables are expected to keep it too (most do: colour, noise,
         blur), so batches still travel through the loader's slots; a batch in
         which one does not is read again the ordinary way (see
-        :attr:`calls_user_code`). None when the fused prefix makes no one size.
+        :attr:`calls_user_code`). None when the fused prefix makes no one size,
+        or when a step mixes whole samples (a mosaic has the canvas's size).
         """
-        return self.fused.output_shape()
+        return None if self.mixes_samples else self.fused.output_shape()
+
+    @property
+    def mixes_samples(self) -> bool:
+        """Whether a step builds samples from several whole samples (it needs ``transforms=``)."""
+        return any(step.mixes_samples for step in (*self.pixel_steps, *self.float_steps))
 
     @property
     def calls_user_code(self) -> bool:
@@ -244,7 +257,9 @@ def run_sample_steps(steps: Sequence[Step], images: torch.Tensor | list[torch.Te
     for step in steps:
         if isinstance(current, list) and current and _one_shape(current):
             current = torch.stack(current)
-        if step.batched:
+        if step.mixes_samples:
+            current = _run_mixing(step, current, indices, seed, targets)
+        elif step.batched:
             current = _run_batched(step, current, indices, seed, targets)
         elif targets is not None:
             current = _run_whole(step, current, indices, seed, targets)
@@ -289,6 +304,23 @@ def _move_targets(op: SampleOp, params: Sequence[Any], canvases: Sequence[tuple[
             raise TransformError(f"{op!r} moves the pixels but not yet boxes, masks or keypoints: it cannot "
                                  "run on samples that have them")
         target.move(op.target_steps(draw, *canvas), canvas)
+
+
+def _run_mixing(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
+                seed: int | None, targets: Sequence[TargetSample] | None) -> list[torch.Tensor]:
+    """Mosaic, detection MixUp or CutMix over the batch's whole samples, drawn once for the batch from
+    ``(epoch seed, its first index and size, step position)``."""
+    op = step.op
+    assert isinstance(op, SamplesOp)
+    if targets is None:
+        raise TransformError(f"{op!r} builds samples from whole samples (their boxes along): give the "
+                             "pipeline as transforms=")
+    canvases = []
+    for sample, target in zip(images, targets, strict=True):
+        target.image = sample
+        canvases.append((int(sample.shape[-2]), int(sample.shape[-1])))
+    op.apply_samples(targets, op.draw_samples(batch_random(seed, indices, step.position), canvases))
+    return [target.image for target in targets]
 
 
 def _run_whole(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],

@@ -70,12 +70,17 @@ class TargetLayout:
         masks: keys of plain-tensor masks (``(N, H, W)`` or ``(H, W)``).
         keypoints: keys of plain-tensor keypoints: ``(..., 2)`` points, or
             ``(..., 3)`` with the visibility last (kept as it is).
+        per_box: keys of the other entries that hold one value per box, in
+            the boxes' order (labels, ``iscrowd``, a keypoints visibility):
+            what an operation that drops or joins boxes (Mosaic, detection
+            MixUp and CutMix) keeps aligned with them.
     """
 
     image: str | None = None
     boxes: Mapping[str, str] = field(default_factory=dict)
     masks: tuple[str, ...] = ()
     keypoints: tuple[str, ...] = ()
+    per_box: tuple[str, ...] = ()
 
 
 class TargetSample:

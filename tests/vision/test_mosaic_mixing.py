@@ -1,0 +1,257 @@
+"""Mosaic and the detection MixUp / CutMix: every box still frames the pixels it framed.
+
+Property tests draw batches of images of several sizes, each with boxes (some
+crossing the image's edges, some outside it) in the cells of a 2 x 2 grid (so
+they never overlap) and a solid colour painted under each box (the colour
+names the box: its label), with an instance mask on the same pixels. After
+the operation, the pixels under each output box are its colour, its mask is
+exactly those pixels, its other per-box entries stayed with it, and (with
+``min_visibility=0``) every pixel of a colour lies under a box of that label.
+The loader tests read a field store through ``transforms=`` with 0, 1 and 2
+workers and after a mid-epoch resume.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import datakit
+from datakit import vision as T
+from datakit.errors import TransformError
+from datakit.vision.targets.sample import TargetLayout
+from tests.target_stores import SIZES, field_store
+from tests.torchvision_ref import torchvision_or_skip
+
+LAYOUT = TargetLayout("image", {"boxes": "XYXY"}, ("masks",), (), ("labels", "iscrowd"))
+BACKGROUND = (0, 0, 0)
+FAST = settings(max_examples=40, deadline=None)
+
+
+def colour(label: int) -> tuple[int, int, int]:
+    """Box ``label``'s colour: never the background, never Mosaic's grey fill."""
+    return (label, 255 - label, 17)
+
+
+@st.composite
+def painted_sample(draw: Any, first_label: int) -> dict[str, Any]:
+    """An image with up to four boxes, one per cell of a 2 x 2 grid, their colours painted under them."""
+    height, width = draw(st.integers(6, 40)), draw(st.integers(6, 40))
+    image = torch.zeros((3, height, width), dtype=torch.uint8)
+    boxes, labels = [], []
+    cells = [(0, 0), (1, 0), (0, 1), (1, 1)]
+    for column, row in cells:
+        if not draw(st.booleans()):
+            continue
+        left, right = column * (width // 2), (width // 2) if column == 0 else width
+        top, bottom = row * (height // 2), (height // 2) if row == 0 else height
+        # a box in its cell, reaching out of the image where the cell touches the image's edge
+        x1 = draw(st.integers(left - 4 if column == 0 else left, right - 1))
+        x2 = draw(st.integers(x1 + 1, right + 4 if column == 1 else right))
+        y1 = draw(st.integers(top - 4 if row == 0 else top, bottom - 1))
+        y2 = draw(st.integers(y1 + 1, bottom + 4 if row == 1 else bottom))
+        boxes.append([x1, y1, x2, y2])
+        labels.append(first_label + len(labels))
+    masks = torch.zeros((len(boxes), height, width), dtype=torch.uint8)
+    for position, ((x1, y1, x2, y2), label) in enumerate(zip(boxes, labels, strict=True)):
+        x1, y1, x2, y2 = max(x1, 0), max(y1, 0), max(x2, 0), max(y2, 0)
+        image[:, y1:y2, x1:x2] = torch.tensor(colour(label), dtype=torch.uint8).view(3, 1, 1)
+        masks[position, y1:y2, x1:x2] = 1
+    return {"image": image, "boxes": torch.tensor(boxes, dtype=torch.float32).view(-1, 4),
+            "masks": masks, "labels": torch.tensor(labels, dtype=torch.int64),
+            "iscrowd": torch.tensor(labels, dtype=torch.int64) * 2, "image_id": first_label}
+
+
+@st.composite
+def painted_batch(draw: Any) -> list[dict[str, Any]]:
+    size = draw(st.integers(1, 5))
+    return [draw(painted_sample(first_label=1 + 4 * slot)) for slot in range(size)]
+
+
+def areas(sample: dict[str, Any]) -> dict[int, int]:
+    """Each label's painted area (its box within its image)."""
+    pairs = zip(sample["labels"], sample["masks"], strict=True)
+    return {int(label): int(mask.sum()) for label, mask in pairs}
+
+
+def check_frames(out: dict[str, Any], painted: dict[int, int], min_visibility: float,
+                 blended: bool = False) -> None:
+    """Every box of ``out`` frames its colour (unless ``blended``), its mask is its pixels, and its
+    entries stayed with it."""
+    image, boxes, masks = out["image"], out["boxes"], out["masks"]
+    assert boxes.shape[0] == masks.shape[0] == out["labels"].shape[0] == out["iscrowd"].shape[0]
+    assert torch.equal(out["iscrowd"], out["labels"] * 2)
+    height, width = image.shape[-2:]
+    assert masks.shape[-2:] == (height, width)
+    for box, mask, label in zip(boxes.tolist(), masks, out["labels"].tolist(), strict=True):
+        assert all(float(value).is_integer() for value in box), box  # integer offsets, integer boxes
+        x1, y1, x2, y2 = (int(value) for value in box)
+        assert 0 <= x1 < x2 <= width and 0 <= y1 < y2 <= height
+        expected = torch.zeros((height, width), dtype=torch.uint8)
+        expected[y1:y2, x1:x2] = 1
+        if not blended:
+            under = image[:, y1:y2, x1:x2]
+            assert (under == torch.tensor(colour(label), dtype=torch.uint8).view(3, 1, 1)).all(), label
+            assert torch.equal(mask, expected), label
+            assert (x2 - x1) * (y2 - y1) >= min_visibility * painted[label] - 1e-6
+    if min_visibility == 0 and not blended:
+        for label in set(painted):
+            shown = (image == torch.tensor(colour(label), dtype=torch.uint8).view(3, 1, 1)).all(0).sum()
+            framed = sum(int(mask.sum()) for mask, own in zip(masks, out["labels"], strict=True)
+                         if int(own) == label)
+            assert int(shown) == framed, label  # every pixel of the colour is under a box of its label
+
+
+@FAST
+@given(batch=painted_batch(), imgsz=st.integers(4, 40), seed=st.integers(0, 2**31),
+       min_visibility=st.sampled_from([0.0, 0.3]))
+def test_mosaic_boxes_frame_what_they_framed(batch, imgsz, seed, min_visibility):
+    painted = {label: area for sample in batch for label, area in areas(sample).items()}
+    before = [{key: value.clone() if isinstance(value, torch.Tensor) else value
+               for key, value in sample.items()} for sample in batch]
+    torch.manual_seed(seed)
+    out = T.Mosaic(imgsz=imgsz, min_visibility=min_visibility)(batch, LAYOUT)
+    assert len(out) == len(batch)
+    for slot, sample in enumerate(out):
+        assert sample["image"].shape == (3, 2 * imgsz, 2 * imgsz)
+        assert sample["image_id"] == before[slot]["image_id"]  # the rest: the output's own sample's
+        check_frames(sample, painted, min_visibility)
+    for sample, original in zip(batch, before, strict=True):  # the inputs are not changed
+        assert torch.equal(sample["image"], original["image"]) and torch.equal(sample["boxes"],
+                                                                                original["boxes"])
+
+
+def test_mosaic_places_the_own_image_top_left_of_the_centre_and_fills_the_rest():
+    images = [torch.full((3, 10, 12), value, dtype=torch.uint8) for value in (1, 2, 3, 4)]
+    samples = [{"image": image, "boxes": torch.zeros((0, 4)), "labels": torch.zeros(0, dtype=torch.int64)}
+               for image in images]
+    op = T.Mosaic(imgsz=16, fill=(114, 115, 116))
+    torch.manual_seed(3)
+    draws = op.draw_samples(datakit.vision.randomness.SampleRandom(5), [(10, 12)] * 4)
+    from datakit.vision.targets.sample import TargetSample
+
+    targets = [TargetSample(sample, LAYOUT) for sample in samples]
+    op.apply_samples(targets, draws)
+    for slot, (target, draw) in enumerate(zip(targets, draws, strict=True)):
+        image = target.image
+        centre_x, centre_y = draw.centre
+        assert 8 <= centre_x < 24 and 8 <= centre_y < 24  # the middle half of the 32 px canvas
+        assert draw.sources[0] == slot and len(set(draw.sources)) == 4
+        assert int(image[0, centre_y - 1, centre_x - 1]) == slot + 1  # its own image, above-left
+        assert int(image[0, centre_y, centre_x]) == draw.sources[3] + 1  # the last, below-right
+        assert image[:, 0, 0].tolist() == [114, 115, 116]  # beyond 12 x 10 images: the fill
+
+
+def test_mosaic_arguments_are_refused_naming_them():
+    for kwargs, name in [({"imgsz": 0}, "imgsz"), ({"imgsz": 2.5}, "imgsz"), ({"n": 9}, "n must be 4"),
+                         ({"p": 1.5}, "p must"), ({"min_visibility": -0.1}, "min_visibility"),
+                         ({"border": 3}, "border"), ({"border": (-1, -2, -3)}, "border"),
+                         ({"fill": "grey"}, "fill")]:
+        with pytest.raises(ValueError, match=name):
+            T.Mosaic(**kwargs)
+    rgb = {"image": torch.zeros((3, 8, 8), dtype=torch.uint8), "boxes": torch.zeros((0, 4)),
+           "labels": torch.zeros(0, dtype=torch.int64)}
+    grey = {**rgb, "image": torch.zeros((1, 8, 8), dtype=torch.uint8)}
+    with pytest.raises(TransformError, match="channels"):
+        T.Mosaic(imgsz=8)([rgb, grey], LAYOUT)
+    short = {**rgb, "boxes": torch.zeros((2, 4))}
+    with pytest.raises(TransformError, match="'labels' holds 0 entries for 2 boxes"):
+        T.Mosaic(imgsz=8)([short, rgb], LAYOUT)
+
+
+def test_p_zero_leaves_every_sample_as_it_was():
+    sample = {"image": torch.ones((3, 5, 7), dtype=torch.uint8), "boxes": torch.tensor([[1., 1., 3., 3.]]),
+              "labels": torch.tensor([4])}
+    out = T.Mosaic(imgsz=8, p=0.0)([sample, dict(sample)], LAYOUT)
+    assert all(item["image"].shape == (3, 5, 7) and torch.equal(item["boxes"], sample["boxes"])
+               for item in out)
+
+
+# ---- through a field store and datakit's loader -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tv() -> Any:
+    torchvision_or_skip()
+    import torchvision
+
+    return torchvision
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mosaic")
+    report = field_store(root / "src", root / "fields.lmdb", workers=1)
+    assert report.written == len(SIZES) and report.complete
+    return root / "fields.lmdb"
+
+
+def mixing_loader(store: Path, pipeline: Any, workers: int, seed: int = 0) -> datakit.DataLoader:
+    dataset = datakit.LMDBDataset(store, target_format="torchvision-detection", target_keys="all",
+                                  transforms=pipeline)
+    return datakit.DataLoader(dataset, batch_size=4, shuffle=True, num_workers=workers,
+                              generator=torch.Generator().manual_seed(seed),
+                              collate_fn=datakit.detection_collate)
+
+
+def epoch_of(loader: Any) -> list[Any]:
+    return [sample for batch in loader for sample in zip(*batch, strict=True)]
+
+
+def same_samples(a: list[Any], b: list[Any]) -> None:
+    assert len(a) == len(b)
+    for (image_a, target_a), (image_b, target_b) in zip(a, b, strict=True):
+        assert torch.equal(image_a, image_b) and target_a.keys() == target_b.keys()
+        for key in ("boxes", "masks", "labels"):
+            assert torch.equal(target_a[key], target_b[key]), key
+        assert target_a["iscrowd"] == target_b["iscrowd"]  # a list, as torchvision's wrapper gives it
+
+
+def mosaic_pipeline() -> Any:
+    return T.Compose([T.Resize(None, max_size=32), T.Mosaic(imgsz=32), T.RandomVerticalFlip()])
+
+
+def test_mosaic_batches_are_the_same_with_0_1_2_workers_and_after_a_resume(tv, store):
+    uninterrupted = epoch_of(mixing_loader(store, mosaic_pipeline(), 0))
+    for image, target in uninterrupted:
+        assert image.shape == (3, 64, 64) and isinstance(target["boxes"], tv.tv_tensors.BoundingBoxes)
+        assert tuple(target["boxes"].canvas_size) == (64, 64)
+        assert isinstance(target["masks"], tv.tv_tensors.Mask) and target["masks"].shape[-2:] == (64, 64)
+        assert len(target["boxes"]) == len(target["labels"]) == len(target["masks"]) == len(target["iscrowd"])
+    assert any(len(target["boxes"]) > 0 for _, target in uninterrupted)
+    same_samples(epoch_of(mixing_loader(store, mosaic_pipeline(), 1)), uninterrupted)
+    same_samples(epoch_of(mixing_loader(store, mosaic_pipeline(), 2)), uninterrupted)
+    interrupted = mixing_loader(store, mosaic_pipeline(), 2)
+    seen = []
+    for batch in interrupted:
+        seen += list(zip(*batch, strict=True))
+        state = interrupted.state_dict()
+        break
+    resumed = mixing_loader(store, mosaic_pipeline(), 1, seed=99)
+    resumed.load_state_dict(state)
+    same_samples(seen + epoch_of(resumed), uninterrupted)
+    other_epoch = epoch_of(mixing_loader(store, mosaic_pipeline(), 0, seed=1))
+    assert any(not torch.equal(a[0], b[0]) for a, b in zip(other_epoch, uninterrupted, strict=True))
+
+
+def test_mosaic_on_dict_samples_moves_every_field(store):
+    dataset = datakit.LMDBDataset(store, fields=["image", "boxes", "masks", "keypoints", "segmentation"],
+                                  transforms=T.Compose([T.Resize(None, max_size=24), T.Mosaic(imgsz=24)]))
+    loader = datakit.DataLoader(dataset, batch_size=4, num_workers=0, collate_fn=list)
+    for batch in loader:
+        for sample in batch:
+            assert sample["image"].shape == (3, 48, 48) and sample["segmentation"].shape == (48, 48)
+            count = sample["boxes"].shape[0]
+            assert sample["masks"].shape == (count, 48, 48) and sample["keypoints"].shape[0] == count
+
+
+def test_mixing_ops_need_transforms_not_transform(store, lmdb_store):
+    with pytest.raises(ValueError, match="Mosaic.*transforms="):
+        datakit.LMDBDataset(store, fields=["image", "image_id"], transform=T.Compose([T.Mosaic(imgsz=8)]))
+    with pytest.raises(ValueError, match="Mosaic.*transforms="):
+        datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.Resize(8), T.Mosaic(imgsz=8)]))
