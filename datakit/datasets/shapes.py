@@ -150,9 +150,10 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
             MixUp/CutMix; as ``transform``, Mosaic or the detection MixUp/CutMix.
     """
     if not whole and fused is not None and fused.recipe.mixes_samples:
-        raise ValueError("Mosaic and the detection MixUp/CutMix build each sample from several whole "
-                         "samples, boxes along: give the datakit.vision pipeline as transforms=, not "
-                         "transform=")
+        names = ", ".join(repr(step.op) for step in (*fused.recipe.pixel_steps, *fused.recipe.float_steps)
+                          if step.mixes_samples)
+        raise ValueError(f"{names} builds each sample from several whole samples, boxes along: give the "
+                         "datakit.vision pipeline as transforms=, not transform=")
     if whole and fused is not None and fused.recipe.batch_steps:
         names = ", ".join(repr(step.op) for step in fused.recipe.batch_steps)
         raise ValueError(f"{names} mixes batches of (images, labels); with transforms= a datakit.vision "

@@ -72,6 +72,8 @@ _EXPORTS: dict[str, str] = {
     "Resize": "datakit.vision.transforms",
     "Transform": "datakit.vision.transforms",
     "Mosaic": "datakit.vision.detection_mixing.mosaic",
+    "DetectionMixUp": "datakit.vision.detection_mixing.mixup",
+    "DetectionCutMix": "datakit.vision.detection_mixing.cutmix",
 }
 
 __all__ = [
@@ -83,6 +85,8 @@ __all__ = [
     "ColorJitter",
     "Compose",
     "CutMix",
+    "DetectionCutMix",
+    "DetectionMixUp",
     "FusedDecoder",
     "FusedPlan",
     "GaussianBlur",
@@ -144,6 +148,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TrivialAugmentWide,
     )
     from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
+    from datakit.vision.detection_mixing.cutmix import DetectionCutMix
+    from datakit.vision.detection_mixing.mixup import DetectionMixUp
     from datakit.vision.detection_mixing.mosaic import Mosaic
     from datakit.vision.fused_decode.decoder import FusedDecoder
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform

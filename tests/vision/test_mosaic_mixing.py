@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 import datakit
 from datakit import vision as T
 from datakit.errors import TransformError
-from datakit.vision.targets.sample import TargetLayout
+from datakit.vision.randomness import SampleRandom
+from datakit.vision.targets.sample import TargetLayout, TargetSample
 from tests.target_stores import SIZES, field_store
 from tests.torchvision_ref import torchvision_or_skip
 
@@ -80,9 +81,15 @@ def areas(sample: dict[str, Any]) -> dict[int, int]:
 
 
 def check_frames(out: dict[str, Any], painted: dict[int, int], min_visibility: float,
-                 blended: bool = False) -> None:
-    """Every box of ``out`` frames its colour (unless ``blended``), its mask is its pixels, and its
-    entries stayed with it."""
+                 source_of: Any = None, cut: tuple[int, int, int, int] | None = None,
+                 own: set[int] = frozenset()) -> None:
+    """Every box of ``out`` frames its colour, its mask is its pixels, its entries stayed with it.
+
+    ``source_of(label)``: where the box's colour is to be found, when it is
+    not the output's image (a blend: its source laid on the output's canvas);
+    ``cut``: a rectangle pasted over the boxes whose labels are in ``own``
+    (their masks are zero there, their colour shows elsewhere).
+    """
     image, boxes, masks = out["image"], out["boxes"], out["masks"]
     assert boxes.shape[0] == masks.shape[0] == out["labels"].shape[0] == out["iscrowd"].shape[0]
     assert torch.equal(out["iscrowd"], out["labels"] * 2)
@@ -94,17 +101,45 @@ def check_frames(out: dict[str, Any], painted: dict[int, int], min_visibility: f
         assert 0 <= x1 < x2 <= width and 0 <= y1 < y2 <= height
         expected = torch.zeros((height, width), dtype=torch.uint8)
         expected[y1:y2, x1:x2] = 1
-        if not blended:
-            under = image[:, y1:y2, x1:x2]
-            assert (under == torch.tensor(colour(label), dtype=torch.uint8).view(3, 1, 1)).all(), label
-            assert torch.equal(mask, expected), label
-            assert (x2 - x1) * (y2 - y1) >= min_visibility * painted[label] - 1e-6
-    if min_visibility == 0 and not blended:
+        if cut is not None and label in own:
+            expected[cut[1]:cut[3], cut[0]:cut[2]] = 0
+        assert torch.equal(mask, expected), label
+        pixels = image if source_of is None else source_of(label)
+        found = (pixels == torch.tensor(colour(label), dtype=torch.uint8).view(3, 1, 1)).all(0)
+        assert found[expected.bool()].all(), label
+        assert int(expected.sum()) >= min_visibility * painted[label] - 1e-6
+    if min_visibility == 0 and source_of is None:
         for label in set(painted):
             shown = (image == torch.tensor(colour(label), dtype=torch.uint8).view(3, 1, 1)).all(0).sum()
-            framed = sum(int(mask.sum()) for mask, own in zip(masks, out["labels"], strict=True)
-                         if int(own) == label)
+            framed = sum(int(mask.sum()) for mask, mine in zip(masks, out["labels"], strict=True)
+                         if int(mine) == label)
             assert int(shown) == framed, label  # every pixel of the colour is under a box of its label
+
+
+def copied(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{key: value.clone() if isinstance(value, torch.Tensor) else value
+             for key, value in sample.items()} for sample in batch]
+
+
+def run(op: Any, batch: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """``op`` over ``batch`` with draws from ``seed``: the outputs and the draws."""
+    targets = [TargetSample(sample, LAYOUT) for sample in batch]
+    canvases = [(int(sample["image"].shape[-2]), int(sample["image"].shape[-1])) for sample in batch]
+    draws = op.draw_samples(SampleRandom(seed), canvases)
+    op.apply_samples(targets, draws)
+    return [target.value() for target in targets], draws
+
+
+def laid(image: torch.Tensor, canvas: tuple[int, int]) -> torch.Tensor:
+    """``image`` from the top-left corner of a zero ``canvas``, cut where it is larger."""
+    out = torch.zeros((image.shape[0], *canvas), dtype=image.dtype)
+    height, width = min(canvas[0], image.shape[-2]), min(canvas[1], image.shape[-1])
+    out[:, :height, :width] = image[:, :height, :width]
+    return out
+
+
+def slot_of(label: int) -> int:
+    return (label - 1) // 4
 
 
 @FAST
@@ -112,8 +147,7 @@ def check_frames(out: dict[str, Any], painted: dict[int, int], min_visibility: f
        min_visibility=st.sampled_from([0.0, 0.3]))
 def test_mosaic_boxes_frame_what_they_framed(batch, imgsz, seed, min_visibility):
     painted = {label: area for sample in batch for label, area in areas(sample).items()}
-    before = [{key: value.clone() if isinstance(value, torch.Tensor) else value
-               for key, value in sample.items()} for sample in batch]
+    before = copied(batch)
     torch.manual_seed(seed)
     out = T.Mosaic(imgsz=imgsz, min_visibility=min_visibility)(batch, LAYOUT)
     assert len(out) == len(batch)
@@ -132,9 +166,7 @@ def test_mosaic_places_the_own_image_top_left_of_the_centre_and_fills_the_rest()
                for image in images]
     op = T.Mosaic(imgsz=16, fill=(114, 115, 116))
     torch.manual_seed(3)
-    draws = op.draw_samples(datakit.vision.randomness.SampleRandom(5), [(10, 12)] * 4)
-    from datakit.vision.targets.sample import TargetSample
-
+    draws = op.draw_samples(SampleRandom(5), [(10, 12)] * 4)
     targets = [TargetSample(sample, LAYOUT) for sample in samples]
     op.apply_samples(targets, draws)
     for slot, (target, draw) in enumerate(zip(targets, draws, strict=True)):
@@ -162,6 +194,69 @@ def test_mosaic_arguments_are_refused_naming_them():
     short = {**rgb, "boxes": torch.zeros((2, 4))}
     with pytest.raises(TransformError, match="'labels' holds 0 entries for 2 boxes"):
         T.Mosaic(imgsz=8)([short, rgb], LAYOUT)
+
+
+@FAST
+@given(batch=painted_batch(), seed=st.integers(0, 2**31), alpha=st.sampled_from([0.5, 32.0]))
+def test_detection_mixup_blends_and_keeps_the_boxes_of_both(batch, seed, alpha):
+    painted = {label: area for sample in batch for label, area in areas(sample).items()}
+    before = copied(batch)
+    out, draws = run(T.DetectionMixUp(alpha=alpha), batch, seed)
+    if len(batch) == 1:  # nothing to blend with
+        assert draws == [None] and torch.equal(out[0]["image"], before[0]["image"])
+        return
+    for slot, (sample, draw) in enumerate(zip(out, draws, strict=True)):
+        assert draw.other != slot
+        base, other = before[slot], before[draw.other]
+        canvas = tuple(base["image"].shape[-2:])
+        assert sample["image"].shape == base["image"].shape and sample["image_id"] == base["image_id"]
+        height, width = min(canvas[0], other["image"].shape[-2]), min(canvas[1], other["image"].shape[-1])
+        expected = base["image"].float()
+        expected[:, :height, :width] = (expected[:, :height, :width] * draw.ratio
+                                        + other["image"][:, :height, :width].float() * (1 - draw.ratio))
+        assert (sample["image"].float() - expected).abs().max() <= 0.5 + 1e-4  # rounded, not truncated
+        own = [label for label in before[slot]["labels"].tolist() if painted[label]]
+        assert sample["labels"][:len(own)].tolist() == own  # its own boxes first: all that lie on it
+        assert {slot_of(label) for label in sample["labels"].tolist()} <= {slot, draw.other}
+        def source_of(label: int, canvas: tuple[int, int] = canvas) -> torch.Tensor:
+            return laid(before[slot_of(label)]["image"], canvas)
+
+        check_frames(sample, painted, 0.0, source_of=source_of)
+
+
+@FAST
+@given(batch=painted_batch(), seed=st.integers(0, 2**31), min_visibility=st.sampled_from([0.0, 0.1, 0.5]))
+def test_detection_cutmix_boxes_frame_what_shows_of_them(batch, seed, min_visibility):
+    painted = {label: area for sample in batch for label, area in areas(sample).items()}
+    before = copied(batch)
+    out, draws = run(T.DetectionCutMix(min_visibility=min_visibility), batch, seed)
+    if len(batch) == 1:  # nothing to paste from
+        assert draws == [None] and torch.equal(out[0]["image"], before[0]["image"])
+        return
+    for slot, (sample, draw) in enumerate(zip(out, draws, strict=True)):
+        assert draw.other != slot
+        base, other = before[slot]["image"], before[draw.other]["image"]
+        x1, y1, x2, y2 = draw.box
+        cut = (x1, y1, max(min(x2, other.shape[-1]), x1), max(min(y2, other.shape[-2]), y1))
+        expected = base.clone()
+        expected[:, cut[1]:cut[3], cut[0]:cut[2]] = other[:, cut[1]:cut[3], cut[0]:cut[2]]
+        assert torch.equal(sample["image"], expected)
+        own = set(before[slot]["labels"].tolist())
+        check_frames(sample, painted, min_visibility, cut=cut, own=own)
+
+
+def test_mixup_and_cutmix_arguments_are_refused_naming_them():
+    for op in (T.DetectionMixUp, T.DetectionCutMix):
+        for kwargs, name in [({"alpha": 0}, "alpha"), ({"alpha": "x"}, "alpha"), ({"p": -1}, "p must"),
+                             ({"min_visibility": 2}, "min_visibility")]:
+            with pytest.raises(ValueError, match=name):
+                op(**kwargs)
+    rgb = {"image": torch.zeros((3, 8, 8), dtype=torch.uint8), "boxes": torch.zeros((0, 4)),
+           "labels": torch.zeros(0, dtype=torch.int64)}
+    grey = {**rgb, "image": torch.zeros((1, 8, 8), dtype=torch.uint8)}
+    for op in (T.DetectionMixUp(), T.DetectionCutMix()):
+        with pytest.raises(TransformError, match="channels"):
+            op([rgb, grey], LAYOUT)
 
 
 def test_p_zero_leaves_every_sample_as_it_was():
@@ -212,30 +307,41 @@ def same_samples(a: list[Any], b: list[Any]) -> None:
         assert target_a["iscrowd"] == target_b["iscrowd"]  # a list, as torchvision's wrapper gives it
 
 
-def mosaic_pipeline() -> Any:
-    return T.Compose([T.Resize(None, max_size=32), T.Mosaic(imgsz=32), T.RandomVerticalFlip()])
+PIPELINES = {
+    "mosaic": lambda: T.Compose([T.Resize(None, max_size=32), T.Mosaic(imgsz=32), T.RandomVerticalFlip()]),
+    "mosaic_then_mixup": lambda: T.Compose([T.Resize(None, max_size=32), T.Mosaic(imgsz=32),
+                                            T.DetectionMixUp(p=0.5)]),
+    "cutmix": lambda: T.Compose([T.Resize(40), T.DetectionCutMix(min_visibility=0.2)]),
+}
 
 
-def test_mosaic_batches_are_the_same_with_0_1_2_workers_and_after_a_resume(tv, store):
-    uninterrupted = epoch_of(mixing_loader(store, mosaic_pipeline(), 0))
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_mixed_batches_are_the_same_with_0_1_2_workers_and_after_a_resume(tv, store, name):
+    pipeline = PIPELINES[name]
+    uninterrupted = epoch_of(mixing_loader(store, pipeline(), 0))
     for image, target in uninterrupted:
-        assert image.shape == (3, 64, 64) and isinstance(target["boxes"], tv.tv_tensors.BoundingBoxes)
-        assert tuple(target["boxes"].canvas_size) == (64, 64)
-        assert isinstance(target["masks"], tv.tv_tensors.Mask) and target["masks"].shape[-2:] == (64, 64)
+        if name != "cutmix":
+            assert image.shape == (3, 64, 64)
+        assert isinstance(target["boxes"], tv.tv_tensors.BoundingBoxes)
+        assert tuple(target["boxes"].canvas_size) == tuple(image.shape[-2:])
+        assert isinstance(target["masks"], tv.tv_tensors.Mask)
+        assert target["masks"].shape[-2:] == image.shape[-2:]
         assert len(target["boxes"]) == len(target["labels"]) == len(target["masks"]) == len(target["iscrowd"])
     assert any(len(target["boxes"]) > 0 for _, target in uninterrupted)
-    same_samples(epoch_of(mixing_loader(store, mosaic_pipeline(), 1)), uninterrupted)
-    same_samples(epoch_of(mixing_loader(store, mosaic_pipeline(), 2)), uninterrupted)
-    interrupted = mixing_loader(store, mosaic_pipeline(), 2)
+    if name == "cutmix":  # the images keep their own sizes
+        assert len({tuple(image.shape) for image, _ in uninterrupted}) > 1
+    same_samples(epoch_of(mixing_loader(store, pipeline(), 1)), uninterrupted)
+    same_samples(epoch_of(mixing_loader(store, pipeline(), 2)), uninterrupted)
+    interrupted = mixing_loader(store, pipeline(), 2)
     seen = []
     for batch in interrupted:
         seen += list(zip(*batch, strict=True))
         state = interrupted.state_dict()
         break
-    resumed = mixing_loader(store, mosaic_pipeline(), 1, seed=99)
+    resumed = mixing_loader(store, pipeline(), 1, seed=99)
     resumed.load_state_dict(state)
     same_samples(seen + epoch_of(resumed), uninterrupted)
-    other_epoch = epoch_of(mixing_loader(store, mosaic_pipeline(), 0, seed=1))
+    other_epoch = epoch_of(mixing_loader(store, pipeline(), 0, seed=1))
     assert any(not torch.equal(a[0], b[0]) for a, b in zip(other_epoch, uninterrupted, strict=True))
 
 
@@ -255,3 +361,7 @@ def test_mixing_ops_need_transforms_not_transform(store, lmdb_store):
         datakit.LMDBDataset(store, fields=["image", "image_id"], transform=T.Compose([T.Mosaic(imgsz=8)]))
     with pytest.raises(ValueError, match="Mosaic.*transforms="):
         datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.Resize(8), T.Mosaic(imgsz=8)]))
+    with pytest.raises(ValueError, match="Mosaic.*transforms="):
+        datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.Resize(8), T.Mosaic(imgsz=8)]))
+    with pytest.raises(ValueError, match=r"DetectionCutMix\(p=1.0.*transforms="):
+        datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.Resize(8), T.DetectionCutMix()]))
