@@ -21,8 +21,11 @@ from datakit.datasets.detection import DetectionTargets
 from datakit.datasets.fields import FieldDecoder, ImageDecoder, LazyMasks
 from datakit.format.fields.schema import Schema
 from datakit.format.records import Record
+from datakit.vision.augment.base import SampleOp
+from datakit.vision.fused_decode.plan import compile_transform
 from datakit.vision.pipeline import FusedPipeline
 from datakit.vision.targets.sample import TargetLayout
+from datakit.vision.transforms import Compose, Transform
 
 __all__ = ["TARGET_FORMATS", "PER_BOX_KEYS", "FieldSamples", "field_samples", "check_field_transforms",
            "no_image"]
@@ -121,6 +124,29 @@ class FieldSamples:
         return [spec.name for spec in self.decoder.specs if spec.type in ("boxes", "masks", "keypoints")]
 
 
+def _check_fused_after_prefix(fused: FusedPipeline) -> None:
+    """Refuse a crop, resize or flip after the fused prefix in a pipeline given as ``transforms=``.
+
+    Those run inside decoding; placed after a step that does not (Mosaic, a
+    colour operation), they would be called on the whole sample, and they take
+    an image alone (a bare TypeError on the first read, before this check).
+    """
+    steps = (*fused.recipe.pixel_steps, *fused.recipe.float_steps)
+    for step in steps:
+        if step.mixes_samples or isinstance(step.op, SampleOp) or not isinstance(step.op, Transform):
+            continue
+        try:
+            fusable = compile_transform(Compose([step.op])) is not None
+        except ValueError:
+            fusable = False
+        if fusable:
+            raise ValueError(f"{step.op!r} runs inside decoding (a crop, resize or flip), so with "
+                             f"transforms= it goes before {steps[0].op!r}, the first step that does not: "
+                             "after it, it "
+                             "would get the whole sample; move it before, or use an operation that moves "
+                             "boxes (RandomVerticalFlip)")
+
+
 def no_image(record: Record, key: str) -> None:
     """The primary image of a fused sample: decoded by the fused pipeline instead, and put in after."""
     return None
@@ -154,6 +180,8 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
                           if step.mixes_samples)
         raise ValueError(f"{names} builds each sample from several whole samples, boxes along: give the "
                          "datakit.vision pipeline as transforms=, not transform=")
+    if whole and fused is not None:
+        _check_fused_after_prefix(fused)
     if whole and fused is not None and fused.recipe.batch_steps:
         names = ", ".join(repr(step.op) for step in fused.recipe.batch_steps)
         raise ValueError(f"{names} mixes batches of (images, labels); with transforms= a datakit.vision "

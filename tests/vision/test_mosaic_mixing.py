@@ -365,3 +365,18 @@ def test_mixing_ops_need_transforms_not_transform(store, lmdb_store):
         datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.Resize(8), T.Mosaic(imgsz=8)]))
     with pytest.raises(ValueError, match=r"DetectionCutMix\(p=1.0.*transforms="):
         datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.Resize(8), T.DetectionCutMix()]))
+
+
+def test_a_fused_operation_after_the_fused_prefix_is_refused_with_transforms(store, lmdb_store):
+    # after Mosaic (or any step the decoder cannot fuse), a crop, resize or flip would be called on the
+    # whole sample: it took the image alone, and failed on the first read with a bare TypeError
+    for pipeline in (T.Compose([T.Resize(None, max_size=16), T.Mosaic(imgsz=16), T.RandomCrop(16)]),
+                     T.Compose([T.ColorJitter(0.2), T.RandomHorizontalFlip()])):
+        name = type(pipeline.transforms[-1]).__name__
+        first = "Mosaic" if name == "RandomCrop" else "ColorJitter"
+        with pytest.raises(ValueError, match=rf"{name}\(.*runs inside decoding.*before .*{first}"):
+            datakit.LMDBDataset(store, target_format="torchvision-detection", transforms=pipeline)
+    with pytest.raises(ValueError, match=r"Resize\(.*runs inside decoding"):
+        datakit.LMDBDataset(lmdb_store, transforms=T.Compose([T.ColorJitter(0.2), T.Resize(8)]))
+    images = datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.ColorJitter(0.2), T.Resize(8)]))
+    assert images[0][0].shape[-2:] == (8, 8) or min(images[0][0].shape[-2:]) == 8  # image alone: it runs
