@@ -29,7 +29,7 @@ from datakit.vision.targets.sample import TargetLayout, TargetSample
 from tests.target_stores import SIZES, field_store
 from tests.torchvision_ref import torchvision_or_skip
 
-LAYOUT = TargetLayout("image", {"boxes": "XYXY"}, ("masks",), (), ("labels", "iscrowd"))
+LAYOUT = TargetLayout("image", {"boxes": "XYXY"}, ("masks",), ("keypoints",), ("labels", "iscrowd"))
 BACKGROUND = (0, 0, 0)
 FAST = settings(max_examples=40, deadline=None)
 
@@ -65,6 +65,7 @@ def painted_sample(draw: Any, first_label: int) -> dict[str, Any]:
         masks[position, y1:y2, x1:x2] = 1
     return {"image": image, "boxes": torch.tensor(boxes, dtype=torch.float32).view(-1, 4),
             "masks": masks, "labels": torch.tensor(labels, dtype=torch.int64),
+            "keypoints": torch.tensor(boxes, dtype=torch.float32).view(-1, 2, 2),  # the corners, unclipped
             "iscrowd": torch.tensor(labels, dtype=torch.int64) * 2, "image_id": first_label}
 
 
@@ -92,6 +93,11 @@ def check_frames(out: dict[str, Any], painted: dict[int, int], min_visibility: f
     """
     image, boxes, masks = out["image"], out["boxes"], out["masks"]
     assert boxes.shape[0] == masks.shape[0] == out["labels"].shape[0] == out["iscrowd"].shape[0]
+    corners = out["keypoints"].reshape(-1, 4)  # the boxes' own corners, moved with them and never clipped
+    assert corners.shape[0] == boxes.shape[0]
+    assert (corners[:, :2] <= boxes[:, :2]).all() and (boxes[:, 2:] <= corners[:, 2:]).all()
+    whole = (corners[:, 2:] - corners[:, :2]).prod(1) == masks.flatten(1).sum(1)  # shown whole, uncut
+    assert torch.equal(corners[whole], boxes[whole])
     assert torch.equal(out["iscrowd"], out["labels"] * 2)
     height, width = image.shape[-2:]
     assert masks.shape[-2:] == (height, width)
