@@ -13,9 +13,11 @@ workers and after a mid-epoch resume.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -24,6 +26,8 @@ from hypothesis import strategies as st
 import datakit
 from datakit import vision as T
 from datakit.errors import TransformError
+from datakit.vision.augment.mixing import CutMix
+from datakit.vision.detection_mixing.base import others
 from datakit.vision.randomness import SampleRandom
 from datakit.vision.targets.sample import TargetLayout, TargetSample
 from tests.target_stores import SIZES, field_store
@@ -386,3 +390,42 @@ def test_a_fused_operation_after_the_fused_prefix_is_refused_with_transforms(sto
         datakit.LMDBDataset(lmdb_store, transforms=T.Compose([T.ColorJitter(0.2), T.Resize(8)]))
     images = datakit.LMDBDataset(lmdb_store, transform=T.Compose([T.ColorJitter(0.2), T.Resize(8)]))
     assert images[0][0].shape[-2:] == (8, 8) or min(images[0][0].shape[-2:]) == 8  # image alone: it runs
+
+
+# ---- draws ----------------------------------------------------------------------------------------------
+
+DRAWS = 100_000
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+def test_cutmix_rectangles_are_drawn_as_the_classification_cutmix_draws_them(alpha):
+    # datakit's CutMix draws its box with torchvision's distribution (a KS test on 10^5 draws against
+    # torchvision's own make_params: tests/vision/test_erasing_mixing.py); the detection CutMix draws
+    # the same box after choosing the other sample
+    canvases = [(37, 53), (20, 90), (64, 64)]
+    for seed in range(2000):
+        ours = T.DetectionCutMix(alpha=alpha).draw(SampleRandom(seed), 1, canvases)
+        rand = SampleRandom(seed)
+        other = others(rand, 1, len(canvases), 1)[0]
+        expected = CutMix(alpha=alpha).draw_batch(rand, len(canvases), 20, 90).box
+        assert ours.other == other and ours.box == expected
+
+
+def test_mosaic_centres_are_drawn_as_ultralytics_draws_them():
+    from tests.vision.test_geometry import ks_critical, ks_statistic
+
+    critical = ks_critical(DRAWS, DRAWS, alpha=0.001)
+    imgsz, rng = 40, random.Random(5)
+    theirs = np.array([int(rng.uniform(imgsz // 2, 2 * imgsz - imgsz // 2)) for _ in range(DRAWS)],
+                      dtype=float)  # ultralytics' Mosaic: int(random.uniform(-border, 2 * imgsz + border))
+
+    def centres(op: Any, salt: int) -> np.ndarray:
+        rand = SampleRandom(salt)
+        return np.array([op.draw(rand, 0, [(8, 8)] * 4).centre for _ in range(DRAWS)], dtype=float)
+
+    drawn = centres(T.Mosaic(imgsz=imgsz), 21)
+    assert drawn.min() >= imgsz // 2 and drawn.max() < 2 * imgsz - imgsz // 2
+    for column in (0, 1):
+        assert ks_statistic(drawn[:, column], theirs) < critical
+    shifted = centres(T.Mosaic(imgsz=imgsz, border=-imgsz // 4), 22)  # the control: a wider middle
+    assert ks_statistic(shifted[:, 0], theirs) > critical

@@ -19,12 +19,11 @@ to the other image too where it is smaller) and pasted. The targets, rather than
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datakit.vision.augment.mixing import beta
+from datakit.vision.augment.mixing import CutMix
 from datakit.vision.detection_mixing.assembly import Piece, Rect, assemble, placed
 from datakit.vision.detection_mixing.base import SamplesOp, others
 from datakit.vision.detection_mixing.instances import Instances
@@ -62,19 +61,14 @@ class DetectionCutMix(SamplesOp):
     def __init__(self, p: float = 1.0, alpha: float = 1.0, min_visibility: float = 0.1) -> None:
         super().__init__(p, min_visibility)
         self.alpha = concentration(alpha)
+        self._rectangle = CutMix(alpha=self.alpha)  # its draw: torchvision's, tested against it
 
     def draw(self, rand: SampleRandom, slot: int, canvases: Sequence[Canvas]) -> CutMixDraw | None:
         if len(canvases) < 2:
             return None  # a batch of one: nothing to paste from (itself would repeat its boxes)
         other = others(rand, slot, len(canvases), 1)[0]
         height, width = canvases[slot]
-        lam = beta(rand, self.alpha)
-        centre_x, centre_y = rand.integers(0, width), rand.integers(0, height)
-        half = 0.5 * math.sqrt(1.0 - lam)
-        half_width, half_height = int(half * width), int(half * height)
-        box = (max(centre_x - half_width, 0), max(centre_y - half_height, 0),
-               min(centre_x + half_width, width), min(centre_y + half_height, height))
-        return CutMixDraw(other, box)
+        return CutMixDraw(other, self._rectangle.draw_batch(rand, len(canvases), height, width).box)
 
     def build(self, sources: Sequence[Instances], slot: int, draw: Any) -> Any:
         check_channels(self, sources, slot, draw.other)
