@@ -429,3 +429,33 @@ def test_mosaic_centres_are_drawn_as_ultralytics_draws_them():
         assert ks_statistic(drawn[:, column], theirs) < critical
     shifted = centres(T.Mosaic(imgsz=imgsz, border=-imgsz // 4), 22)  # the control: a wider middle
     assert ks_statistic(shifted[:, 0], theirs) > critical
+
+
+def test_samples_without_boxes_mix_with_samples_that_have_them(tv):
+    # torchvision's COCO wrapper gives an image without annotations a target of its image_id alone
+    tvt = tv.tv_tensors
+
+    def pair(value: int, count: int, height: int = 20, width: int = 30) -> tuple[Any, dict[str, Any]]:
+        image = tvt.Image(torch.full((3, height, width), value, dtype=torch.uint8))
+        if count == 0:
+            return image, {"image_id": value}
+        boxes = tvt.BoundingBoxes(torch.tensor([[1.0, 2.0, 10.0, 12.0]] * count), format="XYXY",
+                                  canvas_size=(height, width))
+        masks = tvt.Mask(torch.zeros((count, height, width), dtype=torch.uint8))
+        masks[:, 2:12, 1:10] = 1
+        return image, {"image_id": value, "boxes": boxes, "masks": masks, "labels": torch.arange(count)}
+
+    batch = [pair(0, 0), pair(1, 2), pair(2, 1, 40, 10), pair(3, 0)]
+    for op in (T.Mosaic(imgsz=16), T.DetectionMixUp(), T.DetectionCutMix(min_visibility=0.0)):
+        torch.manual_seed(0)
+        for (image, target), (_, given_target) in zip(op(batch), batch, strict=True):
+            assert isinstance(image, tvt.Image) and target["image_id"] == given_target["image_id"]
+            if "boxes" in target:
+                assert isinstance(target["boxes"], tvt.BoundingBoxes)
+                assert tuple(target["boxes"].canvas_size) == tuple(image.shape[-2:])
+                assert len(target["boxes"]) == len(target["masks"]) == len(target["labels"])
+                for box, mask in zip(target["boxes"].tolist(), target["masks"], strict=True):
+                    x1, y1, x2, y2 = (int(value) for value in box)
+                    assert int(mask.sum()) == int(mask[y1:y2, x1:x2].sum()) > 0  # the mask inside its box
+            else:
+                assert "boxes" not in given_target  # a sample loses boxes only if none came to it
