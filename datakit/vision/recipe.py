@@ -14,6 +14,8 @@ is split, in its own order, into:
    over the whole batch (each sample's own draw, samples grouped by what they
    drew); any other callable (a torchvision transform, the user's function)
    runs on each uint8 ``(C, H, W)`` sample, so ``Compose`` never refuses;
+   Mosaic and the detection MixUp/CutMix (:mod:`datakit.vision.detection_mixing`)
+   run in place among them, over the batch's whole samples (``transforms=`` only);
 3. ``Normalize``, once per batch;
 4. the **float steps**: per-sample steps after ``Normalize`` (the reference
    erases after normalising), run like the pixel steps on float batches;
@@ -139,8 +141,9 @@ class Recipe:
         return {
             "fused": fused,
             "batched": [repr(step.op) for step in steps if step.batched],
-            "per sample": [repr(step.op) for step in steps if not step.batched],
-            "per batch": [repr(self.normalize)] * (self.normalize is not None)
+            "per sample": [repr(step.op) for step in steps if not step.batched and not step.mixes_samples],
+            "per batch": [repr(step.op) for step in steps if step.mixes_samples]
+                         + [repr(self.normalize)] * (self.normalize is not None)
                          + [repr(step.op) for step in self.batch_steps],
             "dropped": [repr(step.op) for step in self.dropped],
         }

@@ -459,3 +459,14 @@ def test_samples_without_boxes_mix_with_samples_that_have_them(tv):
                     assert int(mask.sum()) == int(mask[y1:y2, x1:x2].sum()) > 0  # the mask inside its box
             else:
                 assert "boxes" not in given_target  # a sample loses boxes only if none came to it
+
+
+def test_the_plan_says_the_mixing_runs_once_per_batch():
+    from datakit.vision.recipe import compile_recipe
+
+    recipe = compile_recipe(T.Compose([T.Resize(None, max_size=64), T.Mosaic(imgsz=64), T.ColorJitter(0.1),
+                                       T.DetectionCutMix()]))
+    assert recipe is not None and recipe.mixes_samples and recipe.output_shape() is None
+    described = recipe.describe()
+    assert [name.split("(")[0] for name in described["per batch"]] == ["Mosaic", "DetectionCutMix"]
+    assert described["per sample"] == [] and described["fused"] == ["Resize(size=None, max_size=64)"]
