@@ -44,7 +44,7 @@ import torch
 from datakit.errors import TransformError
 from datakit.vision.augment.base import BatchOp, SampleOp
 from datakit.vision.conversions import ToDtype, folds_into, is_no_op, passes_through
-from datakit.vision.detection_mixing.base import SamplesOp
+from datakit.vision.detection_mixing.base import SamplesOp, check_no_mixing_choice, mix_samples
 from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.targets.sample import TargetSample
@@ -170,6 +170,7 @@ def compile_recipe(transform: object) -> Recipe | None:
     for key in range(prefix, len(kept)):
         position, op = kept[key]
         step = Step(key, op)  # keyed on its place among the steps that act (see _acting_steps)
+        check_no_mixing_choice(op)
         if isinstance(op, BatchOp):
             batch.append(step)
         elif _makes_floats(op) and normalize is None:
@@ -311,19 +312,9 @@ def _move_targets(op: SampleOp, params: Sequence[Any], canvases: Sequence[tuple[
 
 def _run_mixing(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
                 seed: int | None, targets: Sequence[TargetSample] | None) -> list[torch.Tensor]:
-    """Mosaic, detection MixUp or CutMix over the batch's whole samples, drawn once for the batch from
-    ``(epoch seed, its first index and size, step position)``."""
-    op = step.op
-    assert isinstance(op, SamplesOp)
-    if targets is None:
-        raise TransformError(f"{op!r} builds samples from whole samples (their boxes along): give the "
-                             "pipeline as transforms=")
-    canvases = []
-    for sample, target in zip(images, targets, strict=True):
-        target.image = sample
-        canvases.append((int(sample.shape[-2]), int(sample.shape[-1])))
-    op.apply_samples(targets, op.draw_samples(batch_random(seed, indices, step.position), canvases))
-    return [target.image for target in targets]
+    """Mosaic, detection MixUp or CutMix over the batch's whole samples, drawn once for the batch."""
+    assert isinstance(step.op, SamplesOp)
+    return mix_samples(step.op, images, targets, batch_random(seed, indices, step.position))
 
 
 def _run_whole(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],

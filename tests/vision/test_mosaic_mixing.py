@@ -470,3 +470,20 @@ def test_the_plan_says_the_mixing_runs_once_per_batch():
     described = recipe.describe()
     assert [name.split("(")[0] for name in described["per batch"]] == ["Mosaic", "DetectionCutMix"]
     assert described["per sample"] == [] and described["fused"] == ["Resize(size=None, max_size=64)"]
+
+
+def test_a_random_choice_between_mixing_ops_is_refused_naming_what_to_do():
+    from datakit.vision.recipe import compile_recipe
+
+    choice = T.RandomChoice([T.Mosaic(imgsz=8), T.DetectionMixUp()])
+    with pytest.raises(ValueError, match=r"RandomChoice.*Mosaic.*give each its own p="):
+        compile_recipe(T.Compose([T.Resize(8), choice]))
+
+
+def test_run_without_whole_samples_the_mixing_says_to_give_transforms():
+    from datakit.vision.recipe import compile_recipe, run_sample_steps
+
+    recipe = compile_recipe(T.Compose([T.Resize(8), T.Mosaic(imgsz=8)]))
+    assert recipe is not None
+    with pytest.raises(TransformError, match=r"Mosaic\(imgsz=8.*give the pipeline as transforms="):
+        run_sample_steps(recipe.pixel_steps, [torch.zeros((3, 8, 8), dtype=torch.uint8)], [0], 5)

@@ -18,13 +18,17 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
+from datakit.errors import TransformError
+from datakit.vision.augment.choice import RandomChoice
 from datakit.vision.detection_mixing.instances import Instances, read_instances
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.targets.boxes import Canvas
 from datakit.vision.targets.sample import TargetLayout, TargetSample
 from datakit.vision.transforms import Transform
 
-__all__ = ["SamplesOp", "DEFAULT_LAYOUT", "others", "probability"]
+__all__ = ["SamplesOp", "DEFAULT_LAYOUT", "others", "probability", "mix_samples", "check_no_mixing_choice"]
 
 DEFAULT_LAYOUT = TargetLayout(image="image", per_box=("labels",))
 """How a sample given to an operation directly is read: a dict's image under ``"image"`` (or a pair's
@@ -119,3 +123,36 @@ class SamplesOp(Transform):
         canvases = [(int(target.image.shape[-2]), int(target.image.shape[-1])) for target in targets]
         self.apply_samples(targets, self.draw_samples(from_torch_generator(), canvases))
         return [target.value() for target in targets]
+
+
+def mix_samples(op: SamplesOp, images: torch.Tensor | Sequence[torch.Tensor],
+                targets: Sequence[TargetSample] | None, rand: SampleRandom) -> list[torch.Tensor]:
+    """``op`` over a batch's whole samples (a pipeline's step, :mod:`datakit.vision.recipe`): each
+    sample's image is ``images[i]`` (what the steps before made), ``rand`` the batch's generator (keyed
+    on the epoch seed, the batch's first index and size, the step's position); the images after.
+
+    Raises:
+        TransformError: no whole samples (the pipeline was given as ``transform=``).
+    """
+    if targets is None:
+        raise TransformError(f"{op!r} builds samples from whole samples (their boxes along): give the "
+                             "pipeline as transforms=")
+    canvases = []
+    for sample, target in zip(images, targets, strict=True):
+        target.image = sample
+        canvases.append((int(sample.shape[-2]), int(sample.shape[-1])))
+    op.apply_samples(targets, op.draw_samples(rand, canvases))
+    return [target.image for target in targets]
+
+
+def check_no_mixing_choice(op: object) -> None:
+    """Refuse a ``RandomChoice`` among Mosaic and the detection MixUp/CutMix: it would call one on each
+    sample alone, and they mix whole batches.
+
+    Raises:
+        ValueError: naming the choice and what to write instead.
+    """
+    if isinstance(op, RandomChoice) and any(isinstance(each, SamplesOp) for each in op.transforms):
+        raise ValueError(f"{op!r}: a RandomChoice between Mosaic, DetectionMixUp or DetectionCutMix is not "
+                         "supported: give each its own p= (Mosaic(p=0.5), DetectionMixUp(p=0.1)) in the "
+                         "Compose")
