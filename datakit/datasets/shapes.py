@@ -31,6 +31,8 @@ __all__ = ["TARGET_FORMATS", "DETECTION_PER_BOX", "FieldSamples", "field_samples
            "no_image"]
 
 TARGET_FORMATS = ("torchvision-detection",)
+PER_BOX_KEYS = ("labels", "iscrowd", "area", "bbox", "category_id")
+"""The keys of a detection target that hold one value per box (what mixing keeps aligned with them)."""
 
 
 class FieldSamples:
@@ -108,6 +110,10 @@ class FieldSamples:
             masks = ("masks",) if self.detection.masks is not None and "masks" in self.detection.keys else ()
             return TargetLayout(None, {"boxes": "XYXY"}, masks, per_box=DETECTION_PER_BOX)
         specs = self.decoder.specs
+        aligned: list[str] = [name for spec in specs if spec.type == "boxes"
+                              for name in ([spec.options["labels"]] if spec.options["labels"] else [])
+                              + list(spec.options["extras"])]
+        aligned += [f"{spec.name}_visibility" for spec in specs if spec.type == "keypoints"]
         return TargetLayout(self.image_key, {spec.name: spec.options["format"] for spec in specs
                                              if spec.type == "boxes"},
                             tuple(spec.name for spec in specs if spec.type == "masks"),
@@ -161,8 +167,14 @@ def check_field_transforms(schema: Schema, shapes: FieldSamples | None, fused: F
             ``transform`` for samples with boxes, masks or keypoints (it moves
             the image alone, and they would no longer frame what they framed);
             as ``transforms`` (``whole``), a pipeline with a geometric
-            operation that does not move them yet, or with MixUp/CutMix.
+            operation that does not move them yet, or with the classification
+            MixUp/CutMix; as ``transform``, Mosaic or the detection MixUp/CutMix.
     """
+    if not whole and fused is not None and fused.recipe.mixes_samples:
+        names = ", ".join(repr(step.op) for step in (*fused.recipe.pixel_steps, *fused.recipe.float_steps)
+                          if step.mixes_samples)
+        raise ValueError(f"{names} builds each sample from several whole samples, boxes along: give the "
+                         "datakit.vision pipeline as transforms=, not transform=")
     if whole and fused is not None and fused.recipe.batch_steps:
         names = ", ".join(repr(step.op) for step in fused.recipe.batch_steps)
         raise ValueError(f"{names} mixes batches of (images, labels); with transforms= a datakit.vision "

@@ -81,6 +81,9 @@ _EXPORTS: dict[str, str] = {
     "RandomPhotometricDistort": "datakit.vision.ssd.photometric",
     "RandomZoomOut": "datakit.vision.ssd.zoom_out",
     "RandomIoUCrop": "datakit.vision.ssd.iou_crop",
+    "Mosaic": "datakit.vision.detection_mixing.mosaic",
+    "DetectionMixUp": "datakit.vision.detection_mixing.mixup",
+    "DetectionCutMix": "datakit.vision.detection_mixing.cutmix",
 }
 
 __all__ = [
@@ -92,11 +95,14 @@ __all__ = [
     "ColorJitter",
     "Compose",
     "CutMix",
+    "DetectionCutMix",
+    "DetectionMixUp",
     "FusedDecoder",
     "FusedPlan",
     "GaussianBlur",
     "InterpolationMode",
     "MixUp",
+    "Mosaic",
     "Normalize",
     "PILToTensor",
     "RandAugment",
@@ -168,6 +174,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
     from datakit.vision.fixed_size_crop import FixedSizeCrop
+    from datakit.vision.detection_mixing.cutmix import DetectionCutMix
+    from datakit.vision.detection_mixing.mixup import DetectionMixUp
+    from datakit.vision.detection_mixing.mosaic import Mosaic
     from datakit.vision.fused_decode.decoder import FusedDecoder
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
     from datakit.vision.random_crop import RandomCrop

@@ -14,6 +14,8 @@ is split, in its own order, into:
    over the whole batch (each sample's own draw, samples grouped by what they
    drew); any other callable (a torchvision transform, the user's function)
    runs on each uint8 ``(C, H, W)`` sample, so ``Compose`` never refuses;
+   Mosaic and the detection MixUp/CutMix (:mod:`datakit.vision.detection_mixing`)
+   run in place among them, over the batch's whole samples (``transforms=`` only);
 3. ``Normalize``, once per batch;
 4. the **float steps**: per-sample steps after ``Normalize`` (the reference
    erases after normalising), run like the pixel steps on float batches;
@@ -42,6 +44,7 @@ import torch
 from datakit.errors import TransformError
 from datakit.vision.augment.base import BatchOp, SampleOp
 from datakit.vision.conversions import ToDtype, folds_into, is_no_op, passes_through
+from datakit.vision.detection_mixing.base import SamplesOp, check_no_mixing_choice, mix_samples
 from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
 from datakit.vision.randomness import SampleRandom, from_torch_generator, mix_seed
 from datakit.vision.ssd.canvas_op import CanvasOp
@@ -68,6 +71,12 @@ class Step:
     def batched(self) -> bool:
         """Whether the step runs over whole batches (a :class:`SampleOp`), not sample by sample."""
         return isinstance(self.op, SampleOp)
+
+    @property
+    def mixes_samples(self) -> bool:
+        """Whether the step builds each sample from several whole samples of the batch (Mosaic,
+        detection MixUp and CutMix: :mod:`datakit.vision.detection_mixing`)."""
+        return isinstance(self.op, SamplesOp)
 
 
 @dataclass(frozen=True)
@@ -100,12 +109,19 @@ class Recipe:
         Other callables are expected to keep it too (most do: colour, noise,
         blur), so batches still travel through the loader's slots; a batch in
         which one does not is read again the ordinary way (see
-        :attr:`calls_user_code`). None when the fused prefix makes no one size, or when a step
-        changes each sample's size (a :class:`~datakit.vision.ssd.canvas_op.CanvasOp`).
+        :attr:`calls_user_code`). None when the fused prefix makes no one size, when a step
+        changes each sample's size (a :class:`~datakit.vision.ssd.canvas_op.CanvasOp`), or when a step
+        mixes whole samples (a mosaic has the canvas's size).
         """
-        if any(isinstance(step.op, CanvasOp) for step in (*self.pixel_steps, *self.float_steps)):
+        if self.mixes_samples or any(isinstance(step.op, CanvasOp)
+                                     for step in (*self.pixel_steps, *self.float_steps)):
             return None
         return self.fused.output_shape()
+
+    @property
+    def mixes_samples(self) -> bool:
+        """Whether a step builds samples from several whole samples (it needs ``transforms=``)."""
+        return any(step.mixes_samples for step in (*self.pixel_steps, *self.float_steps))
 
     @property
     def calls_user_code(self) -> bool:
@@ -131,8 +147,9 @@ class Recipe:
         return {
             "fused": fused,
             "batched": [repr(step.op) for step in steps if step.batched],
-            "per sample": [repr(step.op) for step in steps if not step.batched],
-            "per batch": [repr(self.normalize)] * (self.normalize is not None)
+            "per sample": [repr(step.op) for step in steps if not step.batched and not step.mixes_samples],
+            "per batch": [repr(step.op) for step in steps if step.mixes_samples]
+                         + [repr(self.normalize)] * (self.normalize is not None)
                          + [repr(step.op) for step in self.batch_steps],
             "dropped": [repr(step.op) for step in self.dropped],
         }
@@ -161,6 +178,7 @@ def compile_recipe(transform: object) -> Recipe | None:
         if type(op) is RandomHorizontalFlip:  # after a step the decoder cannot fuse: batched
             op = BatchedHorizontalFlip(op)
         step = Step(key, op)  # keyed on its place among the steps that act (see _acting_steps)
+        check_no_mixing_choice(op)
         if isinstance(op, BatchOp):
             batch.append(step)
         elif _makes_floats(op) and normalize is None:
@@ -251,7 +269,9 @@ def run_sample_steps(steps: Sequence[Step], images: torch.Tensor | list[torch.Te
     for step in steps:
         if isinstance(current, list) and current and _one_shape(current):
             current = torch.stack(current)
-        if isinstance(step.op, CanvasOp):  # changes the size, may read the targets: sample by sample
+        if step.mixes_samples:
+            current = _run_mixing(step, current, indices, seed, targets)
+        elif isinstance(step.op, CanvasOp):  # changes the size, may read the targets: sample by sample
             current = _run_canvas(step.op, step.position, current, indices, seed, targets)
         elif step.batched:
             current = _run_batched(step, current, indices, seed, targets)
@@ -315,6 +335,13 @@ def _move_targets(op: SampleOp, params: Sequence[Any], canvases: Sequence[tuple[
             target.move(op.target_steps(draw, *canvas), canvas)
         except TransformError as exc:
             raise TransformError(f"sample {index}, {type(op).__name__}: {exc}") from None
+
+
+def _run_mixing(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],
+                seed: int | None, targets: Sequence[TargetSample] | None) -> list[torch.Tensor]:
+    """Mosaic, detection MixUp or CutMix over the batch's whole samples, drawn once for the batch."""
+    assert isinstance(step.op, SamplesOp)
+    return mix_samples(step.op, images, targets, batch_random(seed, indices, step.position))
 
 
 def _run_whole(step: Step, images: torch.Tensor | list[torch.Tensor], indices: Sequence[int],

@@ -83,10 +83,12 @@ class TargetLayout:
         masks: keys of plain-tensor masks (``(N, H, W)`` or ``(H, W)``).
         keypoints: keys of plain-tensor keypoints: ``(..., 2)`` points, or
             ``(..., 3)`` with the visibility last (kept as it is).
-        per_box: keys holding one entry per box (labels, ``iscrowd``,
-            ``area``, ids, instance masks, keypoints and their visibility):
-            what dropping a box drops beside it. Empty: torchvision's rule
-            (the ``labels`` key, and instance masks).
+        per_box: keys holding one entry per box, in the boxes' order (labels,
+            ``iscrowd``, ``area``, ids, instance masks, keypoints and their
+            visibility): what dropping a box drops beside it, and what an
+            operation that joins boxes (Mosaic, detection MixUp and CutMix)
+            keeps aligned with them. Empty: torchvision's rule (the ``labels``
+            key, and instance masks).
     """
 
     image: str | None = None
