@@ -1,7 +1,7 @@
 """Train a tiny object detector on a generated COCO set, end to end through datakit.
 
 The script draws a small COCO-style set (``images/*.jpg`` + ``instances.json``:
-red squares, green triangles and blue discs on a noisy background, each with
+red squares, green triangles and blue discs apart on a noisy background, each with
 its box and its polygon), packs it with ``datakit.convert(images, store,
 coco=[annotations])``, and reads it back as torchvision's detection pairs
 (``target_format="torchvision-detection"``) through a ``datakit.vision``
@@ -76,17 +76,31 @@ def shape_polygon(kind: str, centre: np.ndarray, side: float, rng: np.random.Gen
     return [round(float(value), 2) for value in points.reshape(-1)]
 
 
+def place(width: int, height: int, count: int, rng: np.random.Generator) -> list[tuple[np.ndarray, float]]:
+    """Up to ``count`` ``(centre, side)`` of shapes that do not overlap (each within its circle)."""
+    placed: list[tuple[np.ndarray, float]] = []
+    for _ in range(20 * count):
+        side = rng.uniform(18, 44)
+        centre = rng.uniform([side, side], [width - side, height - side])
+        apart = [np.hypot(*(centre - other)) > (side + other_side) / math.sqrt(2) + 2  # circumcircles
+                 for other, other_side in placed]
+        if all(apart):
+            placed.append((centre, side))
+        if len(placed) == count:
+            break
+    return placed
+
+
 def draw_image(image_id: int, rng: np.random.Generator) -> tuple[Image.Image, list[dict[str, Any]]]:
-    """One image of 1 to 4 shapes, and their COCO annotations (box, polygon, area, category)."""
+    """One image of 1 to 4 shapes apart from each other, and their COCO annotations (box, polygon, area,
+    category)."""
     width, height = (int(side) for side in rng.integers(112, 176, size=2))
     noise = rng.normal(60, 12, (height, width, 3)).clip(0, 255).astype(np.uint8)
     image = Image.fromarray(noise)
     draw = ImageDraw.Draw(image)
     annotations = []
-    for _ in range(int(rng.integers(1, 5))):
+    for centre, side in place(width, height, int(rng.integers(1, 5)), rng):
         category, kind, colour = CATEGORIES[int(rng.integers(len(CATEGORIES)))]
-        side = rng.uniform(18, 44)
-        centre = rng.uniform([side, side], [width - side, height - side])
         polygon = shape_polygon(kind, centre, side, rng)
         draw.polygon(polygon, fill=colour)
         xs, ys = polygon[0::2], polygon[1::2]

@@ -8,6 +8,7 @@ and check that both are empty afterwards.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import re
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import datakit
 from tests.test_lightning import SITECUSTOMIZE
@@ -99,6 +101,30 @@ def test_train_detection_loss_goes_down(tmp_path):
     assert found, output
     first, last = map(float, found.groups())
     assert last < first / 2, output
+
+
+def test_train_detection_boxes_frame_their_shapes_after_the_resize_and_the_flips(tmp_path):
+    """The boxes the example trains on are where its shapes are: the pixel at each box's centre has its
+    category's colour, after the fused resize and the random flips (the shapes do not overlap)."""
+    spec = importlib.util.spec_from_file_location("train_detection", EXAMPLES / "train_detection.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    images, annotations = example.make_shapes_set(str(tmp_path), 16, 3)
+    store = str(tmp_path / "shapes.lmdb")
+    datakit.convert(images, store, coco=[annotations], workers=1)
+    loader = example.make_loader(store, argparse.Namespace(batch_size=4, workers=0, seed=3))
+    colours = {category: colour for category, _, colour in example.CATEGORIES}
+    seen = 0
+    for batch_images, targets in loader:
+        for image, target in zip(batch_images, targets, strict=True):
+            assert tuple(image.shape) == (3, example.SIZE, example.SIZE) and image.dtype == torch.uint8
+            for box, label in zip(target["boxes"].tolist(), target["labels"].tolist(), strict=True):
+                x, y = int((box[0] + box[2]) / 2), int((box[1] + box[3]) / 2)
+                pixel = image[:, y, x].int()
+                assert (pixel - torch.tensor(colours[label])).abs().max() < 60, (box, label, pixel)
+                seen += 1
+    assert seen >= 16
 
 
 @pytest.mark.integration
