@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -115,12 +116,58 @@ def test_bench_image_text_names_the_webdataset_backend_beside_each_ratio(scratch
     done = bench("bench_image_text.py", scratch, "--images", "32", "--runs", "1", "--epochs", "1")
     out = done.stdout
     assert "32 image-text pairs in 4 shards" in out and "bytes per pixel" in out and "store: " in out
+    # the issue's CLIP recipe by default; each child checked its batches: uint8 images, (N, 77) int64 tokens
+    assert "CLIP recipe: RandomResizedCrop(224, scale=(0.9, 1.0)) to uint8, captions tokenised in the " \
+        "workers to 77 ids" in out
     table = out[out.index("median over runs"):]
     datakit_row = next(line for line in table.splitlines() if line.strip().startswith("datakit:"))
     for column in ("webdataset-tensor", "webdataset-pil", "of the decode ceiling"):
         assert column in datakit_row, column
     assert "headline: datakit" in table and "webdataset's faster backend here, webdataset-" in table
     assert "decode-ceiling: " in table
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_bench_image_text_keeps_the_plain_recipe_on_request(scratch):
+    needs("skimage", "sklearn", "webdataset")
+    torchvision_or_skip()
+    done = bench("bench_image_text.py", scratch, "--images", "32", "--runs", "1", "--epochs", "1",
+                 "--recipe", "plain", "--contenders", "webdataset-tensor,datakit")
+    assert "image-text pairs, RandomResizedCrop(224) to uint8, captions as strings" in done.stdout
+    assert "headline: datakit" in done.stdout and "webdataset-tensor" in done.stdout
+
+
+TOKENISE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from bench_image_text import CaptionTokenizer
+tokenise = CaptionTokenizer()
+captions = ["A red car parked.", "a RED car parked.", "a blue car", " ".join(["word"] * 100)]
+print(json.dumps([[str(tokens.dtype), *tokens.tolist()] for tokens in map(tokenise, captions)]))
+"""
+
+
+def test_bench_image_text_tokeniser_pads_cuts_and_gives_the_same_ids_in_every_process():
+    """The callable both loaders run in their workers: the same ids whatever the process's hash seed."""
+    def tokenised(seed: str) -> list[list[object]]:
+        command = [sys.executable, "-c", TOKENISE, str(BENCHMARKS)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = tokenised("1")
+    assert first == tokenised("2")
+    dtypes = {row.pop(0) for row in first}
+    assert dtypes == {"torch.int64"} and {len(row) for row in first} == {77}
+    red, same, blue, long = first
+    assert red == same  # lower-cased
+    assert red[0] == 49406 and red[6] == 49407 and red[7:] == [0] * 70  # start, 4 words, ".", end, padding
+    assert min(red[1:6]) > 0 and max(red[1:6]) < 49406 and len(set(red[1:6])) == 5
+    assert blue[:2] == red[:2] and blue[2] != red[2] and blue[3] == red[3]  # one id per word
+    assert long[0] == 49406 and long[76] == 49407 and set(long[1:76]) == {long[1]}  # cut, the end token kept
 
 
 @pytest.mark.slow
