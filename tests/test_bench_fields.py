@@ -187,3 +187,22 @@ def test_bench_field_sources_measures_each_source_or_says_why_not(scratch):
     for row in result["summary"].values():
         assert row["images_per_second"]["median"] > 0 and row["store_bytes"] > 0
     assert all(why for why in result["skipped"].values())
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("pipeline", ["ssd", "segmentation"])
+def test_bench_detection_recipes_runs_each_recipe_both_ways(scratch, pipeline):
+    needs("skimage", "sklearn", "pycocotools")
+    torchvision_or_skip()
+    contenders = "torchvision-tensor,torchvision-pil,datakit"
+    done = bench("bench_detection_recipes.py", scratch, "--pipeline", pipeline, "--images", "24",
+                 "--runs", "1", "--epochs", "1", "--batch", "8", "--contenders", contenders, "--json")
+    result = json.loads(done.stdout)
+    assert result["benchmark"] == f"detection_{pipeline}" and pipeline in result["setting"]
+    contenders = result["summary"]["contenders"]
+    assert set(contenders) == {"torchvision-tensor", "torchvision-pil", "datakit"}
+    assert set(contenders["datakit"]["ratio"]) == {"torchvision-tensor", "torchvision-pil"}
+    assert result["summary"]["headline"]["against"] in ("torchvision-tensor", "torchvision-pil")
+    assert all(run[0]["samples"] == 24 for run in result["runs"].values())
