@@ -173,10 +173,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TrivialAugmentWide,
     )
     from datakit.vision.conversions import PILToTensor, ToDtype, ToImage, ToPureTensor
-    from datakit.vision.fixed_size_crop import FixedSizeCrop
     from datakit.vision.detection_mixing.cutmix import DetectionCutMix
     from datakit.vision.detection_mixing.mixup import DetectionMixUp
     from datakit.vision.detection_mixing.mosaic import Mosaic
+    from datakit.vision.fixed_size_crop import FixedSizeCrop
     from datakit.vision.fused_decode.decoder import FusedDecoder
     from datakit.vision.fused_decode.plan import FusedPlan, compile_transform
     from datakit.vision.random_crop import RandomCrop
