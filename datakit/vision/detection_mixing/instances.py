@@ -29,7 +29,7 @@ import torch
 from datakit.errors import TransformError
 from datakit.vision.targets import boxes as box_ops
 from datakit.vision.targets.boxes import Canvas
-from datakit.vision.targets.sample import PlaceableMasks, TargetSample, tv_kind
+from datakit.vision.targets.sample import TargetSample, is_placeable, tv_kind
 
 __all__ = ["Aligned", "Instances", "read_instances", "plain"]
 
@@ -134,7 +134,7 @@ def _split(found: Instances, fields: dict[str, Any], target: TargetSample, where
     for key, value in list(fields.items()):
         if key == found.image_key:
             continue
-        if isinstance(value, PlaceableMasks):
+        if is_placeable(value):
             value = fields[key] = value.dense()
         kind = tv_kind(value)
         is_tensor = isinstance(value, torch.Tensor)

@@ -55,8 +55,14 @@ def _gather(read: RegionReader, maps: AxisMaps) -> torch.Tensor:
         top, left = int(valid_rows.min()), int(valid_columns.min())
         height, width = int(valid_rows.max()) + 1 - top, int(valid_columns.max()) + 1 - left
         region = read((top, left, height, width))
-        out = region.index_select(-2, (rows - top).clamp(0, height - 1)) \
-            .index_select(-1, (columns - left).clamp(0, width - 1))
+        row_index, column_index = (rows - top).clamp(0, height - 1), (columns - left).clamp(0, width - 1)
+        # A gather along the last axis goes pixel by pixel, one along rows copies whole rows: the
+        # pixel-wise one runs on the smaller of the two intermediates (an upscale's output is up to
+        # 4x the region; same pixels either way)
+        if height <= rows.shape[0]:
+            out = region.index_select(-1, column_index).index_select(-2, row_index)
+        else:
+            out = region.index_select(-2, row_index).index_select(-1, column_index)
     else:  # nothing of the source shows: the fills alone
         empty = read((0, 0, 0, 0))
         out = empty.new_zeros((*empty.shape[:-2], rows.shape[0], columns.shape[0]))
