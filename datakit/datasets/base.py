@@ -279,7 +279,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def ragged_sample_bytes(self) -> int | None:
         """The bytes of the largest image, for the loader's ragged slots (``docs/loader.md``)."""
-        return ragged_sample_bytes(self.manifest)
+        return ragged_sample_bytes(self.manifest, type(self).__getitems__ is not StoreDataset.__getitems__)
 
     def read_batch_ragged(self, indices: Sequence[int], place: Place) -> list[Any]:
         """:meth:`__getitems__`, field samples' uint8 images decoded into ``place(shape)`` (a ragged slot)."""

@@ -21,14 +21,15 @@ from datakit.loader.workers.batch_contract import Place
 __all__ = ["ragged_sample_bytes", "image_into"]
 
 
-def ragged_sample_bytes(manifest: Manifest) -> int | None:
-    """The bytes of the store's largest image, uint8 RGB (None when the manifest does not say its sizes).
+def ragged_sample_bytes(manifest: Manifest, overridden: bool) -> int | None:
+    """The bytes of the store's largest image, uint8 RGB; None when the manifest does not say its sizes,
+    or when the dataset's class ``overridden`` its ``__getitems__`` (the ragged path would not run it).
 
     A pipeline that enlarges images makes some larger than this: they then
     travel the ordinary way, with the same result (the loader checks).
     """
     widths, heights = manifest.stats.width_range, manifest.stats.height_range
-    if not widths or not heights:
+    if overridden or not widths or not heights:
         return None
     return 3 * int(widths[1]) * int(heights[1])
 

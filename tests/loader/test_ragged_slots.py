@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 import datakit
 from datakit import vision as T
 from datakit.loader.transport.nested import map_nested
-from datakit.loader.transport.ragged import ArenaTensor, RaggedSlots
+from datakit.loader.transport.ragged import Arena, ArenaTensor, RaggedSlots, unpack
 from datakit.loader.workers.messages import BatchInArena
 from tests.target_stores import SIZES, field_store
 from tests.torchvision_ref import torchvision_or_skip
@@ -227,10 +227,40 @@ def test_only_datakits_own_collate_functions_take_the_ragged_slots(tv, store):
     def theirs(batch: Any) -> Any:
         return tuple(zip(*batch, strict=True))
 
+    class Relabelled(datakit.LMDBDataset):
+        """A dataset of the user's that changes what ``__getitems__`` gives: the ragged path would not."""
+
+        def __getitems__(self, indices: Any) -> Any:
+            return [(image, {**target, "seen": True}) for image, target in super().__getitems__(indices)]
+
+    relabelled = Relabelled(store, target_format="torchvision-detection", output="tensor")
     slots = {}
-    for name, collate in (("detection", datakit.detection_collate), ("theirs", theirs)):
-        iterator = iter(datakit.DataLoader(dataset, batch_size=3, num_workers=1, collate_fn=collate))
+    for name, data, collate in (("detection", dataset, datakit.detection_collate),
+                                ("theirs", dataset, theirs),
+                                ("relabelled", relabelled, datakit.detection_collate)):
+        iterator = iter(datakit.DataLoader(data, batch_size=3, num_workers=1, collate_fn=collate))
         slots[name] = iterator._slots
         del iterator
-    assert isinstance(slots["detection"], RaggedSlots) and slots["theirs"] is None
+    assert isinstance(slots["detection"], RaggedSlots) and slots["theirs"] is slots["relabelled"] is None
     assert_same(epoch(dataset, 2, collate_fn=theirs), epoch(dataset, 0))
+    assert_same(epoch(relabelled, 2), epoch(relabelled, 0, TorchDataLoader))
+
+
+def test_an_arena_carries_empty_strided_shared_and_typed_tensors(tv):
+    memory = torch.zeros(4096, dtype=torch.uint8)
+    arena = Arena(memory)
+    image = torch.from_numpy(arena.place((3, 5, 7)))
+    image.copy_(torch.arange(105, dtype=torch.uint8).view(3, 5, 7))
+    boxes = tv.tv_tensors.BoundingBoxes(torch.rand(3, 4), format="XYWH", canvas_size=(5, 7))
+    empty = tv.tv_tensors.BoundingBoxes(torch.zeros(0, 4), format="XYXY", canvas_size=(5, 7))
+    strided = torch.arange(12.0).view(3, 4).t()
+    large = torch.ones(5000, dtype=torch.uint8)  # more than the arena holds
+    batch = ((image,), ({"boxes": boxes, "empty": empty, "t": strided, "again": strided, "large": large,
+                         "id": 3, "name": "x"},))
+    packed = arena.pack(batch)
+    assert isinstance(packed[0][0], ArenaTensor) and packed[0][0].offset == 0  # decoded in place: not copied
+    assert packed[1][0]["large"] is large  # travels the ordinary way
+    for copy in (False, True):
+        assert_same(unpack(packed, memory, copy=copy), batch)
+    again = unpack(packed, memory)[1][0]
+    assert again["t"].data_ptr() == again["again"].data_ptr()  # one tensor twice: one place, as pickled

@@ -227,6 +227,10 @@ def detection_collate(batch: Sequence[Any]) -> tuple[Any, ...]:
     For ``(image, target)`` samples (``target_format="torchvision-detection"``)
     it gives a tuple of the images and a tuple of the targets, as the detection
     models take them; pass it as ``collate_fn=datakit.detection_collate``.
+    :class:`datakit.DataLoader` recognises it (:func:`is_detection_collate`)
+    and sends such batches, images of several sizes, through shared memory
+    instead of pickling their tensors (``docs/loader.md``, "Variable-size
+    batches"); a function of your own that does the same is not recognised.
     """
     return tuple(zip(*batch, strict=True))
 

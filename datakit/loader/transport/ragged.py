@@ -126,8 +126,15 @@ class Arena:
 
     def pack(self, batch: Any) -> Any:
         """``batch`` with each tensor that is (or now fits) in the arena replaced by its
-        :class:`ArenaTensor`."""
-        return map_tensors(batch, self._packed)
+        :class:`ArenaTensor`; a tensor found twice is placed once, as pickling shares it."""
+        placed: dict[int, Any] = {}
+
+        def once(tensor: torch.Tensor) -> Any:
+            if id(tensor) not in placed:  # the batch keeps every tensor alive: ids are not reused
+                placed[id(tensor)] = self._packed(tensor)
+            return placed[id(tensor)]
+
+        return map_tensors(batch, once)
 
     def _packed(self, tensor: torch.Tensor) -> Any:
         if not _movable(tensor):
