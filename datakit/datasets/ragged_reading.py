@@ -4,7 +4,7 @@
 detection store, multiscale) a *ragged slot*: shared memory its workers fill
 (:mod:`datakit.loader.transport.ragged`). The dataset's part is to say how
 large one sample's image gets (:func:`ragged_sample_bytes`) and to decode
-each image into the memory the slot hands out for its shape
+each colour JPEG into the memory the slot hands out for its shape
 (:func:`image_into`) instead of an array of its own; the samples are otherwise
 built exactly as ``__getitems__`` builds them.
 """
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from datakit.datasets.samples import decode_payload, planes_into
+from datakit.datasets.samples import checked_decode, decode_payload
+from datakit.format.decoding import check_header_size, decode_jpeg_into
 from datakit.format.manifest import Manifest
-from datakit.format.records import PayloadKind, Record
+from datakit.format.records import Record
 from datakit.loader.workers.batch_contract import Place
 
 __all__ = ["ragged_sample_bytes", "image_into"]
@@ -35,16 +36,15 @@ def ragged_sample_bytes(manifest: Manifest, overridden: bool) -> int | None:
 
 
 def image_into(place: Place, record: Record, key: str) -> torch.Tensor:
-    """The record's image as ``output="tensor"`` decodes it, ``(3, H, W)`` uint8, in ``place((3, H, W))``.
-
-    The values equal :func:`~datakit.format.decoding.record_to_tensor`'s; the
-    tensor is contiguous where that one is a channel-first view. Raw pixels of
-    other than three channels are decoded as usual (they are not RGB).
+    """The record's image as ``output="tensor"`` decodes it: a colour JPEG decoded into
+    ``place((H, W, 3))``, given as its ``(3, H, W)`` channel-first view, as
+    :func:`~datakit.format.decoding.record_to_tensor` gives it (the same
+    pixels, the same strides); any other image decoded the usual way (the loader
+    copies it into its slot).
     """
-    header = record.header
-    if header.kind is PayloadKind.RAW and header.channels != 3:
+    decoded = checked_decode(key, decode_jpeg_into, record.payload, place)
+    if decoded is None:
         image: torch.Tensor = decode_payload(record, key, "tensor")
         return image
-    out = place((3, header.height, header.width))
-    planes_into(record, key, out)
-    return torch.from_numpy(out)
+    checked_decode(key, check_header_size, decoded.shape[1], decoded.shape[0], record.header)
+    return torch.from_numpy(decoded).permute(2, 0, 1)

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 
 import datakit
 from datakit import vision as T
+from datakit.loader.transport.device import CpuBackend
 from datakit.loader.transport.nested import map_nested
 from datakit.loader.transport.ragged import Arena, ArenaTensor, RaggedSlots, unpack
 from datakit.loader.workers.messages import BatchInArena
@@ -120,7 +121,11 @@ def test_detection_batches_equal_torchs_loader_in_tv_tensors(tv, store, arrivals
     assert len({tuple(image.shape) for batch in theirs for image in batch[0]}) > 1  # several sizes
     for workers in (1, 2):
         arrivals.clear()
-        assert_same(epoch(dataset, workers), theirs)
+        ours = epoch(dataset, workers)
+        assert_same(ours, theirs)
+        # decoded into the slot as (H, W, 3), given channel-first: the ordinary path's strides too
+        assert [image.stride() for batch in ours for image in batch[0]] == \
+            [image.stride() for batch in theirs for image in batch[0]]
         # the batches came through ragged slots (until every slot was held: the epoch is kept whole),
         # every tensor of them in the arena
         assert arrivals and all(moved > 0 and beside == 0 for moved, beside in arrivals)
@@ -164,7 +169,7 @@ def test_images_are_decoded_straight_into_the_slot(tv, store, tmp_path):
     dataset = Noting(store, target_format="torchvision-detection", output="tensor")
     assert_same(epoch(dataset, 2), epoch(dataset, 0))
     shapes = notes.read_text().split("\n")[:-1]
-    assert sorted(shapes) == sorted(f"{(3, height, width)}" for width, height in
+    assert sorted(shapes) == sorted(f"{(height, width, 3)}" for width, height in
                                     (SIZES[index % len(SIZES)] for index in range(COUNT)))
 
 
@@ -264,3 +269,45 @@ def test_an_arena_carries_empty_strided_shared_and_typed_tensors(tv):
         assert_same(unpack(packed, memory, copy=copy), batch)
     again = unpack(packed, memory)[1][0]
     assert again["t"].data_ptr() == again["again"].data_ptr()  # one tensor twice: one place, as pickled
+
+
+class SharedWitness(CpuBackend):
+    """The CPU stand-in, noting whether each tensor it pins lives in shared memory (a ragged slot)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.from_shared_memory: list[bool] = []
+
+    def pin(self, tensor: torch.Tensor) -> torch.Tensor:
+        self.from_shared_memory.append(tensor.is_shared())
+        return super().pin(tensor)
+
+
+@pytest.mark.parametrize("stage", ["pin", "device"])
+def test_pinned_and_staged_batches_equal_the_ordinary_path(tv, store, arrivals, stage):
+    """Pinned straight out of the slot (each image its own size), or staged to a device through the pinned
+    ring (the CPU stand-in: the logic is what is tested), with every batch held to the end: the same as a
+    collate function of the user's doing the same, which takes the ordinary path."""
+    dataset = detection(store)
+    witness = SharedWitness()
+
+    def loader(collate: Any) -> list[Any]:
+        made = datakit.DataLoader(dataset, batch_size=3, shuffle=True, num_workers=2, prefetch_factor=1,
+                                  generator=torch.Generator().manual_seed(0), collate_fn=collate)
+        if stage == "pin":
+            made._pin_backend = witness
+        else:
+            made._device_backend = CpuBackend()
+        return list(made)
+
+    def users(batch: Any) -> Any:
+        return tuple(zip(*batch, strict=True))
+
+    theirs = loader(users)
+    witness.from_shared_memory.clear()
+    ours = loader(datakit.detection_collate)
+    assert_same(ours, theirs)
+    assert len(arrivals) == len(ours)  # pinned copies: every slot freed at once, every batch through one
+    if stage == "pin":
+        assert_same(ours, epoch(dataset, 0, TorchDataLoader))
+        assert witness.from_shared_memory and all(witness.from_shared_memory)  # no private copy first

@@ -59,7 +59,9 @@ class ArenaTensor:
     Attributes:
         offset: bytes from the start of the slot's arena.
         dtype: its dtype.
-        shape: its shape (it is contiguous there).
+        shape: its shape.
+        stride: its strides, in elements (a channel-first view of an
+            ``(H, W, 3)`` image keeps its own, as pickling would).
         kind: its class when a subclass of ``torch.Tensor`` (torchvision's
             ``tv_tensors``), else None.
         state: the attributes torch's pickling keeps for it (a box's format
@@ -69,13 +71,21 @@ class ArenaTensor:
     offset: int
     dtype: torch.dtype
     shape: tuple[int, ...]
+    stride: tuple[int, ...]
     kind: type | None = None
     state: Any = None
 
     @property
     def nbytes(self) -> int:
         """How many bytes of the arena it takes."""
-        return math.prod(self.shape) * self.dtype.itemsize
+        return _span(self.shape, self.stride) * self.dtype.itemsize
+
+
+def _span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
+    """How many elements, from the first, a tensor of ``shape`` and ``stride`` (none negative) reaches."""
+    if 0 in shape:
+        return 0
+    return 1 + sum((size - 1) * step for size, step in zip(shape, stride, strict=True))
 
 
 @dataclass(frozen=True)
@@ -146,18 +156,22 @@ class Arena:
             if copy is None:
                 return tensor  # no room left: it travels the ordinary way
             copy.copy_(plain)
-            offset = copy.data_ptr() - self._start
+            offset, plain = copy.data_ptr() - self._start, copy
         kind = None if type(tensor) is torch.Tensor else type(tensor)
         # import-graph: allow-private: the attributes torch's pickling keeps
         state = torch._utils._get_obj_state(tensor)  # type: ignore[no-untyped-call]
-        return ArenaTensor(offset, plain.dtype, tuple(plain.shape), kind, state or None)
+        return ArenaTensor(offset, plain.dtype, tuple(plain.shape), tuple(plain.stride()), kind,
+                           state or None)
 
     def _offset_of(self, tensor: torch.Tensor) -> int | None:
-        """Where ``tensor`` lies in the arena's handed-out part, if it lies there whole and contiguous."""
+        """Where ``tensor`` starts in the arena's handed-out part, if every element of it lies there."""
+        stride = tuple(tensor.stride())
+        if any(step < 0 for step in stride):
+            return None
         offset = tensor.data_ptr() - self._start
-        nbytes = tensor.numel() * tensor.element_size()
+        nbytes = _span(tuple(tensor.shape), stride) * tensor.element_size()
         inside = offset >= 0 and offset + nbytes <= self._end and offset % tensor.element_size() == 0
-        return offset if inside and tensor.is_contiguous() else None
+        return offset if inside else None
 
 
 def _movable(tensor: torch.Tensor) -> bool:
@@ -178,7 +192,8 @@ def unpack(batch: Any, memory: torch.Tensor, copy: bool = False) -> Any:
     def leaf(item: Any) -> Any:
         if not isinstance(item, ArenaTensor):
             return item
-        view = memory[item.offset:item.offset + item.nbytes].view(item.dtype).view(item.shape)
+        view = memory[item.offset:item.offset + item.nbytes].view(item.dtype).as_strided(item.shape,
+                                                                                          item.stride)
         if copy:
             view = view.clone()
         if item.kind is None and not item.state:
