@@ -6,7 +6,8 @@ converted with ``datakit convert --coco``. Both contenders read it with the
 same ``datakit.DataLoader`` over ``LMDBDataset(store,
 target_format="torchvision-detection", target_keys=..., output="tensor")``,
 batch 16, shuffled, 2 persistent workers, each in its own process,
-alternating, run after run (``_alternating.py``):
+alternating, run after run (``_alternating.py``), each round in the other
+order than the one before:
 
 - ``ragged``: ``collate_fn=datakit.detection_collate``: the workers decode
   each image straight into a ragged slot's shared memory and the targets'
@@ -120,7 +121,11 @@ def main() -> None:
     check_same_batches(store, args.batch, args.masks)
     child = ["--images", str(args.images), "--epochs", str(args.epochs), "--batch", str(args.batch),
              "--scratch", args.scratch, *(["--masks"] if args.masks else [])]
-    results = run_alternating(os.path.abspath(__file__), CONTENDERS, args.runs, child, sys.stdout)
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in CONTENDERS}
+    for run in range(args.runs):  # each round in the other order: a machine growing quieter favours neither
+        order = CONTENDERS if run % 2 == 0 else CONTENDERS[::-1]
+        for name, runs in run_alternating(os.path.abspath(__file__), order, 1, child, sys.stdout).items():
+            results[name] += runs
     print(f"detection batches of {args.batch}, {WORKERS} workers, masks {'on' if args.masks else 'off'}:")
     print("\n".join(summary(results)))
 

@@ -14,6 +14,7 @@ ordinary way).
 
 from __future__ import annotations
 
+import gc
 import warnings
 from pathlib import Path
 from typing import Any
@@ -311,3 +312,24 @@ def test_pinned_and_staged_batches_equal_the_ordinary_path(tv, store, arrivals, 
     if stage == "pin":
         assert_same(ours, epoch(dataset, 0, TorchDataLoader))
         assert witness.from_shared_memory and all(witness.from_shared_memory)  # no private copy first
+
+
+def test_a_slot_comes_back_as_soon_as_its_batch_is_dropped(tv, store):
+    """Without waiting for the garbage collector: nothing but the batch's own views holds a lent slot (a
+    reference cycle holding one would send the next tasks the ordinary way until the collector ran)."""
+    loader = datakit.DataLoader(detection(store), batch_size=3, num_workers=1,
+                                collate_fn=datakit.detection_collate)
+    iterator = iter(loader)
+    slots = iterator._slots
+    assert isinstance(slots, RaggedSlots)
+    gc.disable()
+    try:
+        batch = next(iterator)
+        image = batch[0][0]
+        del batch
+        assert not slots._returned  # a view of it is still held
+        del image
+        assert len(slots._returned) == 1
+    finally:
+        gc.enable()
+        del iterator
