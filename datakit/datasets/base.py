@@ -29,8 +29,10 @@ from torch.utils.data import Dataset
 from datakit.datasets.batch_reading import batch_sample_shape, read_raw_batch_into
 from datakit.datasets.error_budget import RecordReading
 from datakit.datasets.field_slots import slot_rest
+from datakit.datasets.fields import ImageDecoder
 from datakit.datasets.fused_samples import FusedSamples, fused_pipeline
-from datakit.datasets.paths import PathLookup, SamplePaths
+from datakit.datasets.paths import PathLookup, SamplePaths, read_only
+from datakit.datasets.ragged_reading import image_into, ragged_sample_bytes
 from datakit.datasets.samples import (
     OnError,
     Output,
@@ -43,12 +45,12 @@ from datakit.datasets.samples import (
     record_label,
 )
 from datakit.datasets.shapes import check_field_transforms, field_samples, no_image
-from datakit.errors import CorruptRecordError, ReadOnlyAttributeError
+from datakit.errors import CorruptRecordError
 from datakit.format.fields.schema import Schema
 from datakit.format.manifest import Manifest, source_spans
 from datakit.format.records import Record
 from datakit.loader.transport.collate import default_collate
-from datakit.loader.workers.batch_contract import BatchSteps, SlotRest
+from datakit.loader.workers.batch_contract import BatchSteps, Place, SlotRest
 from datakit.stores import resolve_store
 from datakit.stores.contract import StoreReader, StoreSpec
 
@@ -182,7 +184,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     @samples.setter
     def samples(self, value: object) -> None:
-        raise self._read_only("samples")
+        raise read_only(type(self).__name__, "samples", self.spec.describe())
 
     @property
     def imgs(self) -> SamplePaths:
@@ -191,15 +193,7 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     @imgs.setter
     def imgs(self, value: object) -> None:
-        raise self._read_only("imgs")
-
-    def _read_only(self, name: str) -> ReadOnlyAttributeError:
-        """``samples`` and ``imgs`` are views of the store: there is no list to assign to."""
-        return ReadOnlyAttributeError(
-            f"{type(self).__name__}.{name} is read-only: it is read from the store "
-            f"({self.spec.describe()}) on access, not held as a list that could be replaced. "
-            "For fewer or reordered samples use torch.utils.data.Subset(dataset, indices); "
-            "for other files, convert them into a store of their own")
+        raise read_only(type(self).__name__, "imgs", self.spec.describe())
 
     def source_path(self, index: int) -> str:
         """The path of the file sample ``index`` was converted from (under the ``source`` of the
@@ -232,10 +226,13 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """Read a whole batch in one round trip to the store."""
+        return self._read(indices, self._image)
+
+    def _read(self, indices: Sequence[int], image: ImageDecoder) -> list[Any]:
         positions = positions_of(indices, len(self))
         raw = self._reading.read_batch(positions, self.on_error)
         fused = self._fused_samples
-        use = self._sample if fused is None else fused.decode
+        use = functools.partial(self._sample, image=image) if fused is None else fused.decode
         loaded = [self._reading.load(position, data, use, self.on_error, self.max_errors)
                   for position, data in zip(positions, raw, strict=True)]
         if fused is not None:  # the per-sample steps, over the batch at once
@@ -248,11 +245,11 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             loaded = [self.transforms(sample) for sample in loaded]
         return loaded
 
-    def _sample(self, position: int, data: bytes) -> Any:
+    def _sample(self, position: int, data: bytes, image: ImageDecoder) -> Any:
         key, record = parse_record(data, position, self.manifest, self.targets)
         if self._shapes is not None:
             label = record_label(record, position, self.manifest, self.targets)
-            return self._shapes.decode(record, key, label, self._image)
+            return self._shapes.decode(record, key, label, image)
         sample = decode_payload(record, key, self.output)
         if self.transform is not None:
             sample = self.transform(sample)
@@ -279,6 +276,15 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             return None  # detection pairs, whole-sample transforms: collated the ordinary way
         return batch_sample_shape(self.manifest, self._fused, self.output, self.transform,
                                   self.target_transform)
+
+    def ragged_sample_bytes(self) -> int | None:
+        """The bytes of the largest image, for the loader's ragged slots (``docs/loader.md``)."""
+        return ragged_sample_bytes(self.manifest, type(self).__getitems__ is not StoreDataset.__getitems__)
+
+    def read_batch_ragged(self, indices: Sequence[int], place: Place) -> list[Any]:
+        """:meth:`__getitems__`, field samples' uint8 images decoded into ``place(shape)`` (a ragged slot)."""
+        into = self.output == "tensor" and self.transform is None
+        return self._read(indices, functools.partial(image_into, place) if into else self._image)
 
     def read_batch_into(self, indices: Sequence[int], images: np.ndarray,
                         labels: np.ndarray) -> SlotRest | None:
@@ -370,8 +376,6 @@ class StoreDataset(Dataset[tuple[Any, Any]]):
             checked_decode(key, self._fused.decode_into, record, position, out)
         else:
             planes_into(record, key, out)
-
-    # This process's connection.
 
     def _open_reader(self) -> StoreReader:
         return self._reading.reader()

@@ -31,7 +31,9 @@ from typing import overload
 
 import numpy as np
 
-__all__ = ["ReadPaths", "SamplePaths", "PathIndex", "PathLookup"]
+from datakit.errors import ReadOnlyAttributeError
+
+__all__ = ["ReadPaths", "SamplePaths", "PathIndex", "PathLookup", "read_only"]
 
 ReadPaths = Callable[[int, int], list[str]]
 """``read(start, stop)``: the relative, ``/``-separated source paths of samples ``start .. stop - 1``."""
@@ -192,3 +194,12 @@ class PathLookup:
             raise KeyError(f"{text!r} is not under {' or '.join(self._roots)}, the folder(s) "
                            f"{self._where} was converted from")
         return found
+
+
+def read_only(owner: str, name: str, store: str) -> ReadOnlyAttributeError:
+    """The error for assigning ``samples`` or ``imgs``: views of the store, there is no list to assign to."""
+    return ReadOnlyAttributeError(
+        f"{owner}.{name} is read-only: it is read from the store "
+        f"({store}) on access, not held as a list that could be replaced. "
+        "For fewer or reordered samples use torch.utils.data.Subset(dataset, indices); "
+        "for other files, convert them into a store of their own")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -58,6 +59,7 @@ __all__ = [
     "record_to_tensor",
     "record_planes_into",
     "decode_jpeg_planes_into",
+    "decode_jpeg_into",
     "decode_colour_jpeg",
 ]
 
@@ -238,6 +240,32 @@ def decode_jpeg_planes_into(data: bytes | memoryview, out: np.ndarray) -> bool:
     np.right_shift(pixels, 8, out=out[1], casting="unsafe")
     np.right_shift(pixels, 16, out=out[2], casting="unsafe")
     return True
+
+
+def decode_jpeg_into(data: bytes | memoryview,
+                     allocate: Callable[[tuple[int, int, int]], np.ndarray]) -> np.ndarray | None:
+    """A three-component JPEG decoded by libjpeg-turbo into ``allocate((H, W, 3))``, which it returns.
+
+    The same decoder and settings as :func:`decode_colour_jpeg`'s, so the
+    pixels are its; the memory is the caller's (a loader's shared memory).
+
+    Returns:
+        None, with nothing allocated, for any other image, or, after
+        allocating, when the decoder refuses the file: the caller then decodes
+        the general way, which names any problem.
+    """
+    if _simplejpeg is None:
+        return None
+    header = sniff_header(data)
+    if header is None or header[0] != "JPEG" or header[3] != 3:
+        return None
+    check_pixels(header[1], header[2])
+    out = allocate((header[2], header[1], 3))
+    try:
+        _simplejpeg.decode_jpeg(data, colorspace="RGB", buffer=out)
+    except ValueError:  # warnings are errors there: the general way decides
+        return None
+    return out
 
 
 _scratch = threading.local()

@@ -27,6 +27,7 @@ from datakit.loader.plan import LoaderPlan
 from datakit.loader.resume.epoch_seed import epoch_seed_set
 from datakit.loader.sampling.datapipes import SharedSeeds, is_datapipe, is_iter_datapipe, reseed, shard
 from datakit.loader.transport.collate import is_default_collate
+from datakit.loader.transport.ragged import RaggedFetcher, RaggedSlots, ragged_slot_bytes
 from datakit.loader.transport.results import ResultSource, WorkerResources
 from datakit.loader.transport.slots import BatchSlots, SlotFetcher, batch_sample_shape
 from datakit.loader.transport.stages import BatchStages
@@ -176,9 +177,11 @@ class MultiProcessIterator(_BaseIterator):
         self._ledger = TaskLedger(plan.num_workers, prefetch_factor, plan.in_order)
         self._slots = self._make_slots(plan)
         make_fetcher = self._make_fetcher()
-        if self._slots is not None:
+        if isinstance(self._slots, BatchSlots):
             make_fetcher = functools.partial(SlotFetcher, buffers=self._slots.buffers,
                                              augment_here=plan.device_backend is None)
+        elif isinstance(self._slots, RaggedSlots):
+            make_fetcher = functools.partial(RaggedFetcher, buffers=self._slots.buffers)
         config = WorkerConfig(
             dataset=self._dataset,
             make_fetcher=make_fetcher,
@@ -200,7 +203,7 @@ class MultiProcessIterator(_BaseIterator):
             in_flight=self._ledger.capacity,
             slots=self._slots,
             should_stop=self._resources.done.is_set,
-            steps=batch_steps(self._dataset) if self._slots is not None else None,
+            steps=batch_steps(self._dataset) if isinstance(self._slots, BatchSlots) else None,
         )
         self._source = ResultSource(self._resources, self._stages, plan.timeout)  # starts the pin thread
         # torch's iterator draws a second shared seed here (for its own copy of the graph, which it
@@ -208,17 +211,19 @@ class MultiProcessIterator(_BaseIterator):
         self._draw_shared_seed(plan)
         self._fill()
 
-    def _make_slots(self, plan: LoaderPlan) -> BatchSlots | None:
-        """Shared-memory batch slots, when the dataset can decode batches into them."""
-        if self._is_iterable:
-            return None
-        shape = batch_sample_shape(self._dataset, plan.batch_size, self._collate_fn, self._auto_collation)
-        if shape is None or plan.batch_size is None:
+    def _make_slots(self, plan: LoaderPlan) -> BatchSlots | RaggedSlots | None:
+        """Shared-memory batch slots, when the dataset can decode batches into them: fixed-size ones when
+        every image has one size, else ragged ones (:mod:`datakit.loader.transport.ragged`) if it can."""
+        if self._is_iterable or plan.batch_size is None:
             return None
         # Without pinning, batches are lent to the consumer rather than copied out of their slot:
         # two more slots let the one in use and the one before it stay lent while all tasks fly.
         lendable = 2 if plan.device_backend is None and plan.pin_backend is None else 0
-        return BatchSlots(self._ledger.capacity, plan.batch_size, shape, lendable)
+        shape = batch_sample_shape(self._dataset, plan.batch_size, self._collate_fn, self._auto_collation)
+        if shape is not None:
+            return BatchSlots(self._ledger.capacity, plan.batch_size, shape, lendable)
+        size = ragged_slot_bytes(self._dataset, plan.batch_size, self._collate_fn, self._auto_collation)
+        return None if size is None else RaggedSlots(self._ledger.capacity, size, lendable)
 
     @property
     def is_closed(self) -> bool:

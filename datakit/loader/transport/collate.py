@@ -9,8 +9,10 @@ the bytes (see ``docs/loader.md``, "Worker to main path").
 from __future__ import annotations
 
 import collections.abc
+import contextlib
+import contextvars
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,13 @@ import torch
 from datakit.loader.transport.mismatch import size_mismatch
 from datakit.loader.transport.nested import map_nested, rebuild_mapping, rebuild_sequence
 
-__all__ = ["is_default_collate", "default_collate", "default_convert", "detection_collate"]
+__all__ = ["is_default_collate", "is_detection_collate", "default_collate", "default_convert",
+           "detection_collate", "stacking_into"]
+
+StackPlace = Callable[[Sequence[torch.Tensor]], "torch.Tensor | None"]
+"""Where a batch of tensors is stacked: memory of the stacked shape and dtype, or None for the usual place."""
+
+_stack_place: contextvars.ContextVar[StackPlace | None] = contextvars.ContextVar("stack_place", default=None)
 
 # numpy dtype kinds that hold strings or Python objects: not convertible to tensors.
 _STR_OR_OBJECT_DTYPE = re.compile("[SaUO]")
@@ -93,8 +101,9 @@ def _stack_tensors(batch: Sequence[torch.Tensor]) -> torch.Tensor:
     if first.layout != torch.strided:
         raise RuntimeError(_UNSUPPORTED_TENSORS.format(str(first.layout).removeprefix("torch.")))
     try:
-        out = None
-        if first.device.type == "cpu" and _in_worker_process():
+        place = _stack_place.get()
+        out = place(batch) if place is not None and first.device.type == "cpu" else None
+        if out is None and first.device.type == "cpu" and _in_worker_process():
             # Allocate the result in shared memory so it crosses the process boundary as a handle.
             numel = sum(item.numel() for item in batch)
             # import-graph: allow-private: torch's default_collate allocates its shared storage this way
@@ -218,8 +227,30 @@ def detection_collate(batch: Sequence[Any]) -> tuple[Any, ...]:
     For ``(image, target)`` samples (``target_format="torchvision-detection"``)
     it gives a tuple of the images and a tuple of the targets, as the detection
     models take them; pass it as ``collate_fn=datakit.detection_collate``.
+    :class:`datakit.DataLoader` recognises it (:func:`is_detection_collate`)
+    and sends such batches, images of several sizes, through shared memory
+    instead of pickling their tensors (``docs/loader.md``, "Variable-size
+    batches"); a function of your own that does the same is not recognised.
     """
     return tuple(zip(*batch, strict=True))
+
+
+def is_detection_collate(collate_fn: Any) -> bool:
+    """Whether ``collate_fn`` is :func:`detection_collate` itself: batches are then tuples of the samples'
+    parts, which the loader may send through its ragged slots (``docs/loader.md``, "Variable-size
+    batches"). A function of the user's that does the same is not recognised: it may do more."""
+    return collate_fn is detection_collate
+
+
+@contextlib.contextmanager
+def stacking_into(place: StackPlace) -> Iterator[None]:
+    """While inside, :func:`default_collate` stacks tensors into what ``place`` gives (a ragged slot's
+    memory, in a loader worker), or where it usually does when ``place`` gives None."""
+    token = _stack_place.set(place)
+    try:
+        yield
+    finally:
+        _stack_place.reset(token)
 
 
 def is_default_collate(collate_fn: Any) -> bool:

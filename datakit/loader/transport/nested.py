@@ -33,20 +33,23 @@ def map_nested(data: Any, leaf: Callable[[Any], Any], *, keep_tuples: bool = Fal
     Returns:
         ``data`` with every leaf replaced by ``leaf(leaf_value)``.
     """
+    return _walk(data, leaf, keep_tuples)
 
-    def walk(item: Any) -> Any:
-        if isinstance(item, collections.abc.Mapping):
-            return rebuild_mapping(item, {key: walk(item[key]) for key in item})
-        if isinstance(item, tuple) and hasattr(item, "_fields"):
-            return type(item)(*(walk(element) for element in item))
-        if isinstance(item, tuple):
-            elements = [walk(element) for element in item]
-            return tuple(elements) if keep_tuples else elements
-        if isinstance(item, collections.abc.Sequence) and not isinstance(item, (str, bytes)):
-            return rebuild_sequence(item, [walk(element) for element in item])
-        return leaf(item)
 
-    return walk(data)
+def _walk(item: Any, leaf: Callable[[Any], Any], keep_tuples: bool) -> Any:
+    """:func:`map_nested`'s recursion: a function of the module, not a closure that calls itself, whose
+    reference cycle would keep ``leaf`` (and whatever it holds, a lent batch slot) alive until the
+    garbage collector runs."""
+    if isinstance(item, collections.abc.Mapping):
+        return rebuild_mapping(item, {key: _walk(item[key], leaf, keep_tuples) for key in item})
+    if isinstance(item, tuple) and hasattr(item, "_fields"):
+        return type(item)(*(_walk(element, leaf, keep_tuples) for element in item))
+    if isinstance(item, tuple):
+        elements = [_walk(element, leaf, keep_tuples) for element in item]
+        return tuple(elements) if keep_tuples else elements
+    if isinstance(item, collections.abc.Sequence) and not isinstance(item, (str, bytes)):
+        return rebuild_sequence(item, [_walk(element, leaf, keep_tuples) for element in item])
+    return leaf(item)
 
 
 def map_tensors(data: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -43,7 +43,8 @@ from datakit.loader.workers.batch_contract import BatchInfo, ShapeChanged, batch
 from datakit.loader.workers.fetch import MapFetcher
 from datakit.loader.workers.messages import BatchInSlot, SlotTask
 
-__all__ = ["SlotBuffers", "BatchSlots", "SlotFetcher", "batch_sample_shape"]
+__all__ = ["SlotBuffers", "SlotBook", "BatchSlots", "SlotFetcher", "batch_sample_shape", "lend",
+           "shared_empty", "copy_out"]
 
 
 @dataclass(frozen=True)
@@ -78,25 +79,19 @@ def batch_sample_shape(dataset: Any, batch_size: int | None, collate_fn: Any,
     return tuple(shape) if shape is not None else None
 
 
-class BatchSlots:
-    """The main process's side: the buffers, which are free, and which task holds which.
+class SlotBook:
+    """Which slots are free, which task holds which, and which lent ones came back: any kind of slot.
 
     Thread-safe, since with ``pin_memory`` or ``device`` the pin thread
     receives (and so frees) while the main thread sends (and so reserves).
 
     Args:
-        count: number of slots; the tasks that may be in flight.
-        batch_size: rows per slot.
-        sample_shape: shape of one image.
+        count: number of slots.
+        lends: batches are lent to the consumer (see :func:`lend`) rather than copied out.
     """
 
-    def __init__(self, count: int, batch_size: int, sample_shape: tuple[int, ...], lendable: int = 0) -> None:
-        count += lendable
-        self.buffers = SlotBuffers(
-            images=_shared_empty((count, batch_size, *sample_shape), torch.uint8),
-            labels=_shared_empty((count, batch_size), torch.int64),
-        )
-        self.lends = lendable > 0
+    def __init__(self, count: int, lends: bool) -> None:
+        self.lends = lends
         self._lock = threading.Lock()
         self._free = list(range(count - 1, -1, -1))
         self._held: dict[int, int] = {}  # task id -> slot
@@ -113,6 +108,40 @@ class BatchSlots:
             self._held[task_id] = slot
             return slot
 
+    def answered(self, task_id: int) -> int | None:
+        """The slot ``task_id`` held, no longer held by it (None if it held none); :meth:`free` it, or
+        :meth:`lend` it."""
+        with self._lock:
+            return self._held.pop(task_id, None)
+
+    def free(self, slot: int) -> None:
+        """``slot`` may take the next task."""
+        with self._lock:
+            self._free.append(slot)
+
+    def lend(self, memory: torch.Tensor, slot: int) -> torch.Tensor:
+        """``memory`` of ``slot``, lent: the slot is free again once it and every view of it are gone."""
+        return lend(memory, self._returned, slot)
+
+
+class BatchSlots(SlotBook):
+    """The main process's side: the buffers, which are free, and which task holds which.
+
+    Args:
+        count: number of slots; the tasks that may be in flight.
+        batch_size: rows per slot.
+        sample_shape: shape of one image.
+        lendable: slots beyond ``count``, so that batches can be lent (see :func:`lend`).
+    """
+
+    def __init__(self, count: int, batch_size: int, sample_shape: tuple[int, ...], lendable: int = 0) -> None:
+        count += lendable
+        super().__init__(count, lends=lendable > 0)
+        self.buffers = SlotBuffers(
+            images=shared_empty((count, batch_size, *sample_shape), torch.uint8),
+            labels=shared_empty((count, batch_size), torch.int64),
+        )
+
     def settle(self, task_id: int, payload: Any,
                take: Callable[[list[torch.Tensor]], Any] | None = None) -> Any:
         """Frees ``task_id``'s slot; a :class:`BatchInSlot` becomes its batch, copied out.
@@ -127,8 +156,7 @@ class BatchSlots:
                 memory. By default the images are *lent* when the slots were
                 made with room to lend (see :func:`lend`), else copied.
         """
-        with self._lock:
-            slot = self._held.pop(task_id, None)
+        slot = self.answered(task_id)
         if slot is None:
             return payload
         lent = False
@@ -140,13 +168,12 @@ class BatchSlots:
                 if take is not None:
                     payload = take([*views, *rest])
                 elif self.lends:
-                    payload, lent = [lend(views[0], self._returned, slot), _copy_out(views[1]), *rest], True
+                    payload, lent = [self.lend(views[0], slot), copy_out(views[1]), *rest], True
                 else:
-                    payload = [*(_copy_out(view) for view in views), *rest]
+                    payload = [*(copy_out(view) for view in views), *rest]
         finally:
             if not lent:
-                with self._lock:
-                    self._free.append(slot)
+                self.free(slot)
         return payload
 
 
@@ -162,7 +189,7 @@ def lend(rows: torch.Tensor, returned: collections.deque[int], slot: int) -> tor
     return leased_tensor(rows.numpy(), functools.partial(returned.append, slot))
 
 
-def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised tensor in shared memory whose pages nobody has touched yet.
 
     ``torch.empty(...).share_memory_()`` copies the empty tensor into the new
@@ -178,7 +205,7 @@ def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return flat.view(shape)
 
 
-def _copy_out(rows: torch.Tensor) -> torch.Tensor:
+def copy_out(rows: torch.Tensor) -> torch.Tensor:
     """A private copy of ``rows``, made by numpy on this thread.
 
     ``Tensor.clone`` would split the copy over torch's intra-op threads; on a

@@ -33,10 +33,11 @@ import torch
 
 from datakit.loader.transport.device import DeviceBackend
 from datakit.loader.transport.nested import map_tensors
+from datakit.loader.transport.ragged import RaggedSlots
 from datakit.loader.transport.slots import BatchSlots
 from datakit.loader.transport.staging import DeviceStager, Pinned, PinnedRing
 from datakit.loader.workers.batch_contract import BatchInfo, BatchSteps, with_rest
-from datakit.loader.workers.messages import BatchInSlot, Exhausted
+from datakit.loader.workers.messages import BatchInArena, BatchInSlot, Exhausted
 from datakit.procs.failure import WorkerFailure
 
 __all__ = ["BatchStages"]
@@ -57,7 +58,7 @@ class BatchStages:
         pin_backend: Pins batches (``pin_memory``) when there is no device.
         in_flight: Batches that can be pinned and not yet delivered (tasks in
             flight); the pinned ring gets that many slots plus spares.
-        slots: The shared-memory batch slots the workers answer through, if any.
+        slots: The shared-memory batch slots (fixed-size or ragged) the workers answer through, if any.
         should_stop: True once the iterator shuts down; a pin waiting for a
             free ring slot gives up then.
         steps: The dataset's batch steps for batches that came through a slot,
@@ -72,7 +73,7 @@ class BatchStages:
         device_backend: DeviceBackend | None,
         pin_backend: DeviceBackend | None,
         in_flight: int = 0,
-        slots: BatchSlots | None = None,
+        slots: BatchSlots | RaggedSlots | None = None,
         should_stop: Callable[[], bool] = _never,
         steps: BatchSteps | None = None,
     ) -> None:
@@ -158,7 +159,7 @@ class BatchStages:
         into page-locked memory, not a private copy and then a pinned one.
         """
         if self._slots is not None:
-            in_slot = isinstance(payload, BatchInSlot)
+            in_slot = isinstance(payload, (BatchInSlot, BatchInArena))
             info = _info(payload)
             if in_slot and self._ring is not None and self._device_steps:  # uint8 to the device
                 pinned = self._slots.settle(task_id, payload, take=self.pin)

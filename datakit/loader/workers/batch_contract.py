@@ -19,8 +19,9 @@ from typing import Any, NamedTuple, Protocol, TypeGuard, runtime_checkable
 import numpy as np
 import torch
 
-__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "BatchInfo", "BatchSteps", "ShapeChanged", "SlotRest",
-           "supports_batch_slots", "batch_steps", "with_rest"]
+__all__ = ["SupportsBatchSlots", "SupportsBatchFinish", "SupportsRaggedBatches", "BatchInfo", "BatchSteps",
+           "ShapeChanged", "SlotRest", "Place", "supports_batch_slots", "supports_ragged_batches",
+           "batch_steps", "with_rest"]
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,45 @@ def batch_steps(dataset: Any) -> BatchSteps | None:
         images_only = finish
         return BatchSteps(finish=lambda images, labels, info: (images_only(images), labels))
     return None
+
+
+Place = Callable[[tuple[int, ...]], np.ndarray]
+"""Memory for one uint8 image of a shape: a ragged slot's, or the worker's own when the slot is full."""
+
+
+@runtime_checkable
+class SupportsRaggedBatches(Protocol):
+    """A map-style dataset whose images, of several sizes, can be decoded straight into the loader's memory.
+
+    When batches cannot be read into fixed-size slots (images of several
+    sizes) and the collate function is ``default_collate`` or
+    ``detection_collate``, the loader gives each batch a ragged slot: a flat
+    shared-memory arena, sized from :meth:`ragged_sample_bytes`, that the
+    images are decoded into and the rest of the batch's tensors are copied
+    into (``docs/loader.md``, "Variable-size batches").
+    """
+
+    def ragged_sample_bytes(self) -> int | None:
+        """The most bytes one sample's image takes (the largest image after the dataset's transforms), or
+        None when batches should take the ordinary path.
+
+        An estimate is enough: an image that does not fit its slot travels the ordinary way.
+        """
+        ...
+
+    def read_batch_ragged(self, indices: Sequence[int], place: Place) -> list[Any]:
+        """The samples at ``indices``, exactly as ``__getitems__`` gives them, each image decoded into
+        ``place(shape)`` where the dataset can decode it straight into memory given to it."""
+        ...
+
+
+_RAGGED_MEMBERS = ("ragged_sample_bytes", "read_batch_ragged")
+
+
+def supports_ragged_batches(dataset: Any) -> TypeGuard[SupportsRaggedBatches]:
+    """Whether ``dataset`` satisfies :class:`SupportsRaggedBatches` (each method callable, looked up as
+    :func:`supports_batch_slots` looks them up)."""
+    return all(callable(getattr(dataset, name, None)) for name in _RAGGED_MEMBERS)
 
 
 def supports_batch_slots(dataset: Any) -> TypeGuard[SupportsBatchSlots]:

@@ -63,6 +63,10 @@ class MapFetcher:
             samples = self._getitems(indices)
         else:
             samples = [self.dataset[index] for index in indices]
+        return self.collated(samples, indices)
+
+    def collated(self, samples: list[Any], indices: Any) -> Any:
+        """The batch of ``samples`` (read at ``indices``): collated, then mixed when the dataset mixes."""
         batch = self.collate_fn(samples)
         if self._mix is not None:
             batch = self._mix(batch, BatchInfo(tuple(int(index) for index in indices), epoch_seed()))

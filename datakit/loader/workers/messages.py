@@ -10,7 +10,8 @@ Main to worker:
   with auto-batching, a single index without; placeholders for iterable
   datasets).
 * ``(task_id, SlotTask(indices, slot))``: read this batch into a shared-memory
-  slot (see :mod:`datakit.loader.transport.slots`).
+  slot (see :mod:`datakit.loader.transport.slots`), or a ragged slot's arena
+  (:mod:`datakit.loader.transport.ragged`).
 * :class:`Resume`: a new epoch begins (persistent workers); rebuild the
   dataset iterator and accept tasks again.
 * :data:`STOP`: leave the loop and exit.
@@ -18,7 +19,8 @@ Main to worker:
 Worker to main:
 
 * ``(task_id, payload)`` where ``payload`` is the batch, a
-  :class:`BatchInSlot` (the batch is in its slot), a
+  :class:`BatchInSlot` (the batch is in its slot), a :class:`BatchInArena`
+  (its tensors are in a ragged slot's arena), a
   :class:`~datakit.procs.failure.WorkerFailure`, or :class:`Exhausted` when an
   iterable dataset ran out in this worker.
 
@@ -33,7 +35,7 @@ from typing import Any, Final
 
 from datakit.loader.workers.batch_contract import BatchInfo
 
-__all__ = ["STOP", "Resume", "SlotTask", "BatchInSlot", "Exhausted", "ThreadFailed", "Result"]
+__all__ = ["STOP", "Resume", "SlotTask", "BatchInSlot", "BatchInArena", "Exhausted", "ThreadFailed", "Result"]
 
 STOP: Final = None
 """Sentinel telling a worker to exit."""
@@ -89,6 +91,22 @@ class BatchInSlot:
     count: int
     info: BatchInfo | None = None
     rest: Any = None
+
+
+@dataclass(frozen=True)
+class BatchInArena:
+    """Worker to main: the batch's tensors are in ragged slot ``slot``'s arena.
+
+    Attributes:
+        slot: The slot the task named.
+        batch: The collated batch with each tensor written into the arena
+            replaced by where it lies there
+            (:class:`~datakit.loader.transport.ragged.ArenaTensor`); a tensor
+            that did not fit is itself, sent the ordinary way.
+    """
+
+    slot: int
+    batch: Any
 
 
 @dataclass(frozen=True)
