@@ -135,6 +135,10 @@ def test_masks_keep_cocos_runs_and_decode_a_region_to_the_same_pixels():
     assert np.array_equal(back.dense(), dense)
     assert np.array_equal(back.dense((5, 7, 20, 30)), dense[:, 5:25, 7:37])
     assert back.dense((0, 0, 0, 0)).shape == (3, 0, 0)
+    for top, left, height, width in [(0, 0, 37, 1), (0, 52, 37, 1), (36, 0, 1, 53), (10, 20, 1, 1),
+                                     (0, 0, 37, 53), (3, 50, 30, 3)]:
+        assert np.array_equal(back.dense((top, left, height, width)),
+                              dense[:, top:top + height, left:left + width])
 
 
 def test_masks_whose_runs_do_not_cover_their_canvas_or_of_another_size_are_refused():

@@ -169,7 +169,12 @@ def _check_runs(runs: Sequence[np.ndarray], height: int, width: int, canvas: Can
 
 
 def _paint(runs: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
-    """Write the 1-runs of ``runs`` that fall in the flat range ``[start, stop)`` into ``out`` (zeros)."""
+    """Write the 1-runs of ``runs`` that fall in the flat range ``[start, stop)`` into ``out`` (zeros).
+
+    Only the object's own pixels are written (one index per pixel of the kept
+    runs): an instance usually covers a small part of its image, and a pass over
+    the whole range per instance cost the segmentation recipe most of its time.
+    """
     ends = np.cumsum(runs, dtype=np.int64)
     begins = ends - runs
     low = np.maximum(begins[1::2], start) - start
@@ -177,10 +182,6 @@ def _paint(runs: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
     kept = low < high
     if not kept.any():
         return
-    if start == 0 and stop == int(ends[-1]):  # the whole mask: one repeat of the run values
-        out[:] = np.repeat((np.arange(runs.size) & 1).astype(np.uint8), runs)
-        return
-    edges = np.zeros(stop - start + 1, dtype=np.int32)
-    np.add.at(edges, low[kept], 1)
-    np.add.at(edges, high[kept], -1)
-    out[:] = np.cumsum(edges[:-1]) > 0
+    low, lengths = low[kept], (high - low)[kept]
+    before = np.cumsum(lengths) - lengths  # the pixels of the earlier kept runs
+    out[np.arange(int(lengths.sum())) + np.repeat(low - before, lengths)] = 1
