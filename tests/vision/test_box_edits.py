@@ -10,7 +10,6 @@ masks equal, every per-box entry dropped with its box).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,28 +19,11 @@ import datakit
 from datakit import vision as T
 from datakit.errors import TransformError
 from datakit.loader.resume.epoch_seed import epoch_seed_set
-from tests.target_stores import SIZES, field_store
-from tests.torchvision_ref import torchvision_or_skip
+from tests.target_stores import SIZES
 from tests.vision.test_targets_fused import as_torchvision, reference
 
 COUNT = len(SIZES)
 PER_BOX = ("labels", "iscrowd", "keypoints", "keypoints_visibility")
-
-
-@pytest.fixture(scope="module")
-def tv() -> Any:
-    torchvision_or_skip()
-    import torchvision
-
-    return torchvision
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("edits")
-    report = field_store(root / "src", root / "fields.lmdb", workers=1)
-    assert report.written == COUNT and report.complete
-    return root / "fields.lmdb"
 
 
 def plain(value: Any) -> torch.Tensor:

@@ -12,7 +12,6 @@ prototype's distribution (KS over 10^5 draws, with a shifted control).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,30 +22,13 @@ import datakit
 from datakit import vision as T
 from datakit.loader.resume.epoch_seed import epoch_seed, epoch_seed_set
 from datakit.vision.randomness import SampleRandom, mix_seed
-from tests.target_stores import SIZES, field_store
-from tests.torchvision_ref import torchvision_or_skip
+from tests.target_stores import SIZES
 from tests.vision.test_geometry import ks_critical, ks_statistic
 from tests.vision.test_targets_fused import as_torchvision, assert_like, each
 
 COUNT = len(SIZES)
 DRAWS = 100_000
 PER_BOX = ("labels", "iscrowd", "masks", "keypoints", "keypoints_visibility")
-
-
-@pytest.fixture(scope="module")
-def tv() -> Any:
-    torchvision_or_skip()
-    import torchvision
-
-    return torchvision
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("fixed")
-    report = field_store(root / "src", root / "fields.lmdb", workers=1)
-    assert report.written == COUNT and report.complete
-    return root / "fields.lmdb"
 
 
 def prototype_corners(height: int, width: int, size: tuple[int, int], draws: int) -> np.ndarray:

@@ -30,8 +30,6 @@ from datakit.vision.augment.mixing import CutMix
 from datakit.vision.detection_mixing.base import others
 from datakit.vision.randomness import SampleRandom
 from datakit.vision.targets.sample import TargetLayout, TargetSample
-from tests.target_stores import SIZES, field_store
-from tests.torchvision_ref import torchvision_or_skip
 
 LAYOUT = TargetLayout("image", {"boxes": "XYXY"}, ("masks",), ("keypoints",), ("labels", "iscrowd"))
 BACKGROUND = (0, 0, 0)
@@ -278,22 +276,6 @@ def test_p_zero_leaves_every_sample_as_it_was():
 
 
 # ---- through a field store and datakit's loader -------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tv() -> Any:
-    torchvision_or_skip()
-    import torchvision
-
-    return torchvision
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("mosaic")
-    report = field_store(root / "src", root / "fields.lmdb", workers=1)
-    assert report.written == len(SIZES) and report.complete
-    return root / "fields.lmdb"
 
 
 def mixing_loader(store: Path, pipeline: Any, workers: int, seed: int = 0) -> datakit.DataLoader:

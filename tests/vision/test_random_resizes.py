@@ -12,7 +12,6 @@ its crop and flip) on the same decoded sample: boxes and keypoints within
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,30 +22,13 @@ import datakit
 from datakit import vision as T
 from datakit.loader.resume.epoch_seed import epoch_seed, epoch_seed_set
 from datakit.vision.randomness import SampleRandom, mix_seed
-from tests.target_stores import SIZES, field_store
-from tests.torchvision_ref import torchvision_or_skip
+from tests.target_stores import SIZES
 from tests.vision.test_geometry import ks_critical, ks_statistic
 from tests.vision.test_targets_fused import as_torchvision, assert_like, each, mask_fill
 
 DRAWS = 100_000
 HEIGHT, WIDTH = 480, 640
 COUNT = len(SIZES)
-
-
-@pytest.fixture(scope="module")
-def tv() -> Any:
-    torchvision_or_skip()
-    import torchvision
-
-    return torchvision
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("resizes")
-    report = field_store(root / "src", root / "fields.lmdb", workers=1)
-    assert report.written == COUNT and report.complete
-    return root / "fields.lmdb"
 
 
 def ours(op: Any, draws: int = DRAWS, salt: int = 0) -> np.ndarray:

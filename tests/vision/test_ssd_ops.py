@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,30 +30,13 @@ from datakit.vision.ssd.iou_crop import RandomIoUCrop
 from datakit.vision.ssd.photometric import DistortParams, RandomPhotometricDistort
 from datakit.vision.ssd.zoom_out import RandomZoomOut
 from datakit.vision.targets.sample import TargetLayout, TargetSample
-from tests.target_stores import SIZES, field_store
-from tests.torchvision_ref import torchvision_or_skip
+from tests.target_stores import SIZES
 from tests.vision.test_colour_kernels import varied_batch
 from tests.vision.test_geometry import ks_critical, ks_statistic
 
 DRAWS = 100_000
 THEIR_DRAWS = 10_000  # torchvision's make_params costs 0.2-0.3 ms here (16 ms for RandomIoUCrop's loop)
 MEAN = (123, 117, 104)
-
-
-@pytest.fixture(scope="module")
-def tv() -> Any:
-    torchvision_or_skip()
-    import torchvision
-
-    return torchvision
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("ssd")
-    report = field_store(root / "src", root / "fields.lmdb", workers=1)
-    assert report.written == len(SIZES) and report.complete
-    return root / "fields.lmdb"
 
 
 def test_reprs_are_torchvisions(tv):

@@ -16,7 +16,6 @@ path is held on real photographs: ``tests/vision/test_fused_photos.py``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,25 +28,8 @@ from datakit.errors import TransformError
 from datakit.loader.resume.epoch_seed import epoch_seed, epoch_seed_set
 from datakit.vision.randomness import SampleRandom, mix_seed
 from tests.target_stores import SIZES, field_store
-from tests.torchvision_ref import torchvision_or_skip
 
 COUNT = len(SIZES)
-
-
-@pytest.fixture(scope="module")
-def tv() -> Any:
-    torchvision_or_skip()
-    import torchvision
-
-    return torchvision
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("targets")
-    report = field_store(root / "src", root / "fields.lmdb", workers=1)
-    assert report.written == COUNT and report.complete
-    return root / "fields.lmdb"
 
 
 def mask_fill(tv: Any) -> dict[Any, int]:

@@ -190,6 +190,7 @@ class Affine(Step):
 
     def move_masks(self, mask: torch.Tensor) -> torch.Tensor:
         if self.fill is None:
-            raise TransformError("masks are filled with one value, not one per channel: give the "
+            raise TransformError("an affine warp (RandomAffine, RandomRotation, a policy's geometric "
+                                 "operation) fills masks with one value, not one per channel: give the "
                                  "operation one number as its fill to move masks")
         return warp_mask(mask, self, self.fill)
