@@ -51,22 +51,16 @@ if os.path.isdir(BENCH_SITE):
 import torch  # noqa: E402
 import torch.utils.data as tud  # noqa: E402
 from _alternating import machine_line, run_alternating, timed_epochs  # noqa: E402
+from _coco_runs import child_arguments, coco_arguments, coco_inputs, report, torchvision_collate  # noqa: E402
 from _decode_ceiling import ceiling_run  # noqa: E402
-from _field_data import coco_set, describe_coco, detection_store  # noqa: E402
-from _torchvision import load_torchvision  # noqa: E402
-from _vision_summary import CEILING, print_summary, summary_json  # noqa: E402
+from _field_data import describe_coco  # noqa: E402
+from _vision_summary import CEILING  # noqa: E402
 
 import datakit  # noqa: E402
-from datakit.errors import DatakitError  # noqa: E402
 
 WORKERS = 2
 CONTENDERS = ("torchvision", "datakit", CEILING)
 CHECKED = 8  # samples compared between the two datasets before the runs
-
-
-def torchvision_collate(batch: list[Any]) -> tuple[Any, ...]:
-    """The detection references' ``utils.collate_fn``."""
-    return tuple(zip(*batch, strict=True))
 
 
 def make_dataset(name: str, images: str, annotations: str, store: str) -> Any:
@@ -119,35 +113,9 @@ def run_child(name: str, images: str, annotations: str, store: str, batch: int,
     return timed_epochs(loader, epochs, lambda pair: len(pair[0]))
 
 
-def parse_arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=2000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=2, help="timed epochs per run, after a warm-up epoch")
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--scratch", default=os.path.join(os.path.dirname(HERE), "bench-data"))
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
-    parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    args.names = args.contenders.split(",")
-    unknown = [name for name in args.names if name not in CONTENDERS]
-    if unknown:
-        parser.error(f"--contenders {','.join(unknown)}: the contenders are {', '.join(CONTENDERS)}")
-    return args
-
-
 def main() -> None:
-    args = parse_arguments()
-    try:
-        load_torchvision()  # in every process, before anything imports torchvision
-    except Exception as exc:
-        sys.exit(f"the torchvision baseline does not import ({exc}); run `bash benchmarks/setup_baseline.sh`")
-    try:
-        made = coco_set(args.scratch, args.images)
-    except DatakitError as exc:  # the real-photo corpus's packages are missing
-        sys.exit(str(exc))
-    store, how = detection_store(args.scratch, made, reuse_stand_in=bool(args.child))
+    args = coco_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), CONTENDERS, 2000, 2)
+    made, store, how = coco_inputs(args)
     if args.child:
         result = run_child(args.child, made.images, made.annotations, store, args.batch, args.epochs)
         print(json.dumps(result))
@@ -157,16 +125,10 @@ def main() -> None:
     print("\n".join(header), file=log, flush=True)
     with contextlib.redirect_stdout(log):  # pycocotools prints as it loads the file
         check_same_samples(made.images, made.annotations, store)
-    child = ["--images", str(args.images), "--epochs", str(args.epochs), "--batch", str(args.batch),
-             "--scratch", args.scratch]
-    results = run_alternating(os.path.abspath(__file__), args.names, args.runs, child, log)
+    results = run_alternating(os.path.abspath(__file__), args.names, args.runs, child_arguments(args), log)
     setting = (f"COCO-shaped detection reads, {args.images} images, ToImage only, batch {args.batch}, "
                f"{WORKERS} workers, {args.runs} runs")
-    if args.json:
-        print(json.dumps({"benchmark": "detection_read", "header": header, "setting": setting,
-                          "runs": results, "summary": summary_json(results, ("torchvision",))}, indent=1))
-    else:
-        print_summary(setting, results, baselines=("torchvision",), family="torchvision")
+    report(args, "detection_read", header, setting, results, ("torchvision",))
 
 
 if __name__ == "__main__":

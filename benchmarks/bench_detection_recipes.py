@@ -53,23 +53,17 @@ if os.path.isdir(BENCH_SITE):
 import torch  # noqa: E402
 import torch.utils.data as tud  # noqa: E402
 from _alternating import machine_line, run_alternating, timed_epochs  # noqa: E402
+from _coco_runs import child_arguments, coco_arguments, coco_inputs, report, torchvision_collate  # noqa: E402
 from _decode_ceiling import ceiling_run  # noqa: E402
 from _detection_recipes import PIPELINES, datakit_recipe, target_keys, torchvision_recipe  # noqa: E402
-from _field_data import coco_set, describe_coco, detection_store  # noqa: E402
-from _torchvision import load_torchvision  # noqa: E402
-from _vision_summary import CEILING, TORCHVISION, print_summary, summary_json  # noqa: E402
+from _field_data import describe_coco  # noqa: E402
+from _vision_summary import CEILING, TORCHVISION  # noqa: E402
 
 import datakit  # noqa: E402
-from datakit.errors import DatakitError  # noqa: E402
 
 WORKERS = 2
 CONTENDERS = (*TORCHVISION, "datakit", CEILING)
 CHECKED_BATCHES = 2
-
-
-def torchvision_collate(batch: list[Any]) -> tuple[Any, ...]:
-    """The detection references' ``utils.collate_fn``."""
-    return tuple(zip(*batch, strict=True))
 
 
 def make_dataset(name: str, pipeline: str, images: str, annotations: str, store: str) -> Any:
@@ -137,36 +131,11 @@ def run_child(name: str, args: argparse.Namespace, images: str, annotations: str
     return timed_epochs(loader, args.epochs, lambda pair: len(pair[0]))
 
 
-def parse_arguments() -> argparse.Namespace:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipeline", choices=PIPELINES, default="ssd")
-    parser.add_argument("--images", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=1, help="timed epochs per run, after a warm-up epoch")
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--scratch", default=os.path.join(os.path.dirname(HERE), "bench-data"))
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
-    parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    args.names = args.contenders.split(",")
-    unknown = [name for name in args.names if name not in CONTENDERS]
-    if unknown:
-        parser.error(f"--contenders {','.join(unknown)}: the contenders are {', '.join(CONTENDERS)}")
-    return args
-
-
-def main() -> None:
-    args = parse_arguments()
-    try:
-        load_torchvision()  # in every process, before anything imports torchvision
-    except Exception as exc:
-        sys.exit(f"the torchvision baseline does not import ({exc}); run `bash benchmarks/setup_baseline.sh`")
-    try:
-        made = coco_set(args.scratch, args.images)
-    except DatakitError as exc:  # the real-photo corpus's packages are missing
-        sys.exit(str(exc))
-    store, how = detection_store(args.scratch, made, reuse_stand_in=bool(args.child))
+    args = coco_arguments(parser, CONTENDERS, 1000, 1)
+    made, store, how = coco_inputs(args)
     if args.child:
         print(json.dumps(run_child(args.child, args, made.images, made.annotations, store)))
         return
@@ -177,16 +146,11 @@ def main() -> None:
         for name in args.names:
             if name != CEILING:
                 check_recipe_output(name, args.pipeline, made.images, made.annotations, store)
-    child = ["--pipeline", args.pipeline, "--images", str(args.images), "--epochs", str(args.epochs),
-             "--batch", str(args.batch), "--scratch", args.scratch]
+    child = ["--pipeline", args.pipeline, *child_arguments(args)]
     results = run_alternating(os.path.abspath(__file__), args.names, args.runs, child, log)
     setting = (f"torchvision's {args.pipeline} recipe, {args.images} COCO-shaped images, uint8, "
                f"batch {args.batch}, {WORKERS} workers, {args.runs} runs")
-    if args.json:
-        print(json.dumps({"benchmark": f"detection_{args.pipeline}", "header": header, "setting": setting,
-                          "runs": results, "summary": summary_json(results)}, indent=1))
-    else:
-        print_summary(setting, results)
+    report(args, f"detection_{args.pipeline}", header, setting, results, TORCHVISION)
 
 
 if __name__ == "__main__":

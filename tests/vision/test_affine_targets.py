@@ -279,7 +279,7 @@ def test_a_fill_per_channel_cannot_fill_masks(tv, store):
     coloured = datakit.LMDBDataset(store, transforms=T.Compose([T.Resize(32), T.RandomRotation(30,
                                                                                            fill=(1, 2, 3))]))
     with epoch_seed_set(1, 0):
-        with pytest.raises(TransformError, match="sample 0: an affine warp .*RandomRotation.* fills masks with one value"):
+        with pytest.raises(TransformError, match="sample 0: an affine warp .*fills masks with one value"):
             coloured[0]
         boxes_only = datakit.LMDBDataset(store, fields=["image", "boxes"], transforms=T.Compose(
             [T.Resize(32), T.RandomRotation(30, fill=(1, 2, 3))]))
