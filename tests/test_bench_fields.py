@@ -192,7 +192,7 @@ def test_bench_field_sources_measures_each_source_or_says_why_not(scratch):
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("pipeline", ["ssd", "segmentation"])
+@pytest.mark.parametrize("pipeline", ["ssd", "lsj", "multiscale", "segmentation"])
 def test_bench_detection_recipes_runs_each_recipe_both_ways(scratch, pipeline):
     needs("skimage", "sklearn", "pycocotools")
     torchvision_or_skip()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import math
 import shutil
 import sys
 import warnings
@@ -385,6 +386,35 @@ def test_boxes_refuse_skips_the_image_naming_the_annotation(stray_boxes, tmp_pat
     reason = {item.path: item.reason for item in report.skipped}[image["file_name"]]
     assert reason.startswith(f"field 'boxes': annotation {outside['id']} [-5.5, 2.0, 4.5, 10.0] lies outside "
                              f"the {image['width']}x{image['height']} image or has no size (--boxes refuse)")
+
+
+def test_boxes_of_negative_size_or_with_a_nan_are_counted_kept_or_dropped(coco, tmp_path):
+    files = copy_set(coco, tmp_path / "annotations")
+    data = load(files.instances)
+    negative, nan = (each for each in data["annotations"][:2])
+    negative["bbox"] = [10.0, 4.0, -3.0, 6.0]
+    nan["bbox"] = [3.0, float("nan"), 5.0, 6.0]
+    write_json(files.instances, data)  # json writes NaN as COCO tools do (Python's json reads it back)
+    report = datakit.convert(files.images, tmp_path / "s", coco=files.instances, workers=1)
+    assert report.boxes == {"degenerate": 2}
+    boxes = stored_boxes(tmp_path / "s")
+    assert boxes[negative["id"]] == negative["bbox"] and math.isnan(boxes[nan["id"]][1])
+    report = datakit.convert(files.images, tmp_path / "d", coco=files.instances, boxes="drop", workers=1)
+    boxes = stored_boxes(tmp_path / "d")
+    assert report.boxes == {"dropped": 2} and negative["id"] not in boxes and nan["id"] not in boxes
+
+
+def test_a_polygon_far_outside_its_image_skips_the_image_before_pycocotools_sizes_a_buffer(coco, tmp_path):
+    files = copy_set(coco, tmp_path / "annotations")
+    data = load(files.instances)
+    bad = data["annotations"][0]
+    bad["segmentation"] = [[1.0, 2.0, 1e12, 2.0, 5.0, 9.0]]
+    write_json(files.instances, data)
+    image = next(each for each in data["images"] if each["id"] == bad["image_id"])
+    report = datakit.convert(files.images, tmp_path / "s", coco=files.instances, workers=1)
+    reason = {item.path: item.reason for item in report.skipped}[image["file_name"]]
+    assert f"annotation {bad['id']} of image {image['id']}" in reason
+    assert "has an x coordinate that is not a number within one image size" in reason, reason
 
 
 # Resume, append, and the options that do not go with COCO files
