@@ -161,7 +161,7 @@ def test_bad_arguments_and_samples_are_named(tv, store):
         T.ConvertBoundingBoxFormat("XYXYXYXY")
     missing = datakit.LMDBDataset(store, transforms=T.Compose([T.Resize(30),
                                                                T.SanitizeBoundingBoxes(labels_getter="cls")]))
-    with pytest.raises(TransformError, match=r"sample 0: .*no 'cls'"):
+    with pytest.raises(TransformError, match=r"sample 0, SanitizeBoundingBoxes: .*no 'cls'"):
         missing[0]
     sample = as_torchvision(tv, datakit.LMDBDataset(store, output="tensor")[0])
     unlabelled = {"image": sample["image"], "boxes": sample["boxes"]}
