@@ -28,8 +28,9 @@ from datakit.vision.randomness import SampleRandom, mix_seed
 from datakit.vision.targets import boxes as B
 from datakit.vision.targets.affine import Affine
 from datakit.vision.targets.steps import move_boxes
+from tests.detection_epochs import epoch_of, resumed_epoch
 from tests.target_stores import SIZES
-from tests.vision.test_targets_fused import as_torchvision, assert_like, each, epoch_of, same_samples
+from tests.vision.test_targets_fused import as_torchvision, assert_like, each, same_samples
 from tests.vision.test_targets_primitives import (
     CANVAS,
     DTYPES,
@@ -252,15 +253,7 @@ def test_samples_are_the_same_with_0_and_2_workers_and_after_a_resume(tv, store)
     alone = epoch_of(loader(0))
     assert len(alone) == COUNT
     same_samples(epoch_of(loader(2)), alone)
-    interrupted = loader(2)
-    seen = []
-    for batch in interrupted:
-        seen += list(zip(*batch, strict=True))
-        state = interrupted.state_dict()
-        break
-    resumed = loader(0, seed=99)
-    resumed.load_state_dict(state)
-    same_samples(seen + epoch_of(resumed), alone)
+    same_samples(resumed_epoch(loader, 2, 0), alone)
 
 
 def test_the_policies_are_refused_with_targets_as_torchvision_refuses_them(tv, store):

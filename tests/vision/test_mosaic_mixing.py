@@ -30,6 +30,7 @@ from datakit.vision.augment.mixing import CutMix
 from datakit.vision.detection_mixing.base import others
 from datakit.vision.randomness import SampleRandom
 from datakit.vision.targets.sample import TargetLayout, TargetSample
+from tests.detection_epochs import epoch_of, resumed_epoch
 
 LAYOUT = TargetLayout("image", {"boxes": "XYXY"}, ("masks",), ("keypoints",), ("labels", "iscrowd"))
 BACKGROUND = (0, 0, 0)
@@ -286,10 +287,6 @@ def mixing_loader(store: Path, pipeline: Any, workers: int, seed: int = 0) -> da
                               collate_fn=datakit.detection_collate)
 
 
-def epoch_of(loader: Any) -> list[Any]:
-    return [sample for batch in loader for sample in zip(*batch, strict=True)]
-
-
 def same_samples(a: list[Any], b: list[Any]) -> None:
     assert len(a) == len(b)
     for (image_a, target_a), (image_b, target_b) in zip(a, b, strict=True):
@@ -324,15 +321,8 @@ def test_mixed_batches_are_the_same_with_0_1_2_workers_and_after_a_resume(tv, st
         assert len({tuple(image.shape) for image, _ in uninterrupted}) > 1
     same_samples(epoch_of(mixing_loader(store, pipeline(), 1)), uninterrupted)
     same_samples(epoch_of(mixing_loader(store, pipeline(), 2)), uninterrupted)
-    interrupted = mixing_loader(store, pipeline(), 2)
-    seen = []
-    for batch in interrupted:
-        seen += list(zip(*batch, strict=True))
-        state = interrupted.state_dict()
-        break
-    resumed = mixing_loader(store, pipeline(), 1, seed=99)
-    resumed.load_state_dict(state)
-    same_samples(seen + epoch_of(resumed), uninterrupted)
+    resumed = resumed_epoch(lambda workers, seed=0: mixing_loader(store, pipeline(), workers, seed), 2, 1)
+    same_samples(resumed, uninterrupted)
     other_epoch = epoch_of(mixing_loader(store, pipeline(), 0, seed=1))
     assert any(not torch.equal(a[0], b[0]) for a, b in zip(other_epoch, uninterrupted, strict=True))
 

@@ -30,6 +30,7 @@ from datakit.vision.ssd.iou_crop import RandomIoUCrop
 from datakit.vision.ssd.photometric import DistortParams, RandomPhotometricDistort
 from datakit.vision.ssd.zoom_out import RandomZoomOut
 from datakit.vision.targets.sample import TargetLayout, TargetSample
+from tests.detection_epochs import epoch_of, resumed_epoch
 from tests.target_stores import SIZES
 from tests.vision.test_colour_kernels import varied_batch
 from tests.vision.test_geometry import ks_critical, ks_statistic
@@ -399,10 +400,6 @@ def test_the_ssd_recipe_in_a_transforms_pipeline_on_a_field_store(tv, store):
     assert recipe.describe()["batched"] == [repr(pipeline.transforms[0]), "RandomHorizontalFlip(p=0.5)"]
 
 
-def epoch_of(loader: Any) -> list[Any]:
-    return [sample for batch in loader for sample in zip(*batch, strict=True)]
-
-
 def test_detection_pairs_are_the_same_with_0_and_2_workers_and_after_a_resume(tv, store):
     def loader(workers: int, seed: int = 2) -> datakit.DataLoader:
         dataset = datakit.LMDBDataset(store, target_format="torchvision-detection", target_keys="all",
@@ -413,15 +410,7 @@ def test_detection_pairs_are_the_same_with_0_and_2_workers_and_after_a_resume(tv
 
     alone = epoch_of(loader(0))
     assert len({tuple(image.shape) for image, _ in alone}) > 1
-    interrupted = loader(2)
-    seen = []
-    for batch in interrupted:
-        seen += list(zip(*batch, strict=True))
-        state = interrupted.state_dict()
-        break
-    resumed = loader(0, seed=99)
-    resumed.load_state_dict(state)
-    for other in (epoch_of(loader(2)), seen + epoch_of(resumed)):
+    for other in (epoch_of(loader(2)), resumed_epoch(loader, 2, 0)):
         assert len(other) == len(alone) == len(SIZES)
         for (image_a, target_a), (image_b, target_b) in zip(alone, other, strict=True):
             assert torch.equal(image_a, image_b)

@@ -27,6 +27,7 @@ from datakit import vision as T
 from datakit.errors import TransformError
 from datakit.loader.resume.epoch_seed import epoch_seed, epoch_seed_set
 from datakit.vision.randomness import SampleRandom, mix_seed
+from tests.detection_epochs import epoch_of, resumed_epoch
 from tests.target_stores import SIZES, field_store
 
 COUNT = len(SIZES)
@@ -236,10 +237,6 @@ def test_colour_steps_keep_targets_and_a_torchvision_transform_gets_the_whole_sa
     assert any(not torch.equal(colour["image"], ours["image"]) for colour, ours in pairs)
 
 
-def epoch_of(loader: Any) -> list[Any]:
-    return [sample for batch in loader for sample in zip(*batch, strict=True)]
-
-
 def same_samples(a: list[Any], b: list[Any]) -> None:
     assert len(a) == len(b)
     for (image_a, target_a), (image_b, target_b) in zip(a, b, strict=True):
@@ -260,15 +257,7 @@ def test_samples_are_the_same_with_0_1_2_workers_and_after_a_resume(tv, store):
     assert len({tuple(image.shape) for image, _ in uninterrupted}) > 1  # several sizes, per sample
     same_samples(epoch_of(loader(1)), uninterrupted)
     same_samples(epoch_of(loader(2)), uninterrupted)
-    interrupted = loader(2)
-    seen = []
-    for batch in interrupted:
-        seen += list(zip(*batch, strict=True))
-        state = interrupted.state_dict()
-        break
-    resumed = loader(1, seed=99)
-    resumed.load_state_dict(state)
-    same_samples(seen + epoch_of(resumed), uninterrupted)
+    same_samples(resumed_epoch(loader, 2, 1), uninterrupted)
 
 
 def test_what_cannot_move_targets_is_refused_naming_it(tv, store):
